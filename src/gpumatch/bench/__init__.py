@@ -1,0 +1,1 @@
+"""The fixed experiment package; the only place torch is imported."""

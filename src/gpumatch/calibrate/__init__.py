@@ -1,0 +1,1 @@
+"""Predicted vs measured: fits Calibration values from stored runs."""

@@ -1,0 +1,146 @@
+"""Load GPU SKU files (built-in, then the user overlay) into :class:`GpuSpec` values.
+
+Built-in files live in ``gpumatch/catalog/data/gpus/*.toml``; the overlay directory
+(``$GPUMATCH_HOME/catalog/gpus``) adds SKUs or replaces one with the same canonical name, and
+``$GPUMATCH_HOME/catalog/prices/*.toml`` appends price quotes. Every file is validated the same way.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gpumatch.names import build_index, normalize, resolve
+from gpumatch.catalog.schema import GpuFile, PriceFile
+from gpumatch.catalog.spec import GpuSpec, price_from_quote, spec_from_file
+from gpumatch.errors import DataFileError, GpumatchError
+from gpumatch.settings import Settings, load_settings
+
+MAX_FILE_BYTES = 1_000_000
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_toml(path: Path | Any, label: str) -> dict[str, Any]:
+    """Parse a TOML file; errors name the file and say how to fix it."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataFileError(f"{label}: cannot read ({e.strerror or e})", "check the path and permissions") from e
+    if len(raw) > MAX_FILE_BYTES:
+        raise DataFileError(f"{label}: file is {len(raw)} bytes, over the 1 MB limit", "is this the right file?")
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise DataFileError(f"{label}: not UTF-8 text", "save the file as UTF-8 TOML") from e
+    except tomllib.TOMLDecodeError as e:
+        raise DataFileError(f"{label}: invalid TOML: {e}", "fix the TOML syntax at that line") from e
+
+
+def validation_message(label: str, err: ValidationError) -> DataFileError:
+    """One line naming the file, the first bad field and what pydantic expected."""
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    extra = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
+    msg = first["msg"]
+    hint = "remove the field or check its spelling" if first["type"] == "extra_forbidden" else "fix that field"
+    return DataFileError(f"{label}: field '{where}': {msg}{extra}", hint)
+
+
+def validate(model: type[M], data: dict[str, Any], label: str) -> M:
+    """Validate ``data`` against ``model``; errors become one-line DataFileErrors."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise validation_message(label, e) from e
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All SKUs known here, with name lookup."""
+
+    gpus: tuple[GpuSpec, ...]
+
+    def get(self, name: str) -> GpuSpec:
+        """Resolve a canonical name or alias; raises UnknownNameError/AmbiguousNameError."""
+        index = build_index((g.name, g.aliases, g) for g in self.gpus)
+        return resolve(name, index, "GPU", "gpumatch gpus list")
+
+    def names(self) -> list[str]:
+        return [g.name for g in self.gpus]
+
+
+def _builtin_files() -> Iterable[tuple[str, Any]]:
+    folder = resources.files("gpumatch.catalog") / "data" / "gpus"
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".toml"):
+            yield f"built-in catalog file {entry.name}", entry
+
+
+def _overlay_files(folder: Path) -> Iterable[tuple[str, Path]]:
+    if folder.is_dir():
+        for p in sorted(folder.glob("*.toml")):
+            yield str(p), p
+
+
+def _load_gpu_files(files: Iterable[tuple[str, Any]], origin: str) -> list[GpuSpec]:
+    return [spec_from_file(validate(GpuFile, read_toml(p, label), label), origin) for label, p in files]
+
+
+def _merge(base: list[GpuSpec], overlay: list[GpuSpec]) -> list[GpuSpec]:
+    by_key = {normalize(g.name): g for g in base}
+    for g in overlay:
+        by_key[normalize(g.name)] = g
+    return sorted(by_key.values(), key=lambda g: (g.vendor, g.name))
+
+
+def _apply_prices(gpus: list[GpuSpec], folder: Path) -> list[GpuSpec]:
+    if not folder.is_dir():
+        return gpus
+    catalog = Catalog(tuple(gpus))
+    extra: dict[str, list[Any]] = {}
+    for label, path in _overlay_files(folder):
+        pf = validate(PriceFile, read_toml(path, label), label)
+        for i, q in enumerate(pf.quotes):
+            if q.source not in pf.sources:
+                raise DataFileError(f"{label}: quotes[{i}].source {q.source!r} is not in [sources]", "add it")
+            try:
+                gpu = catalog.get(q.gpu)
+            except GpumatchError as e:
+                raise DataFileError(f"{label}: quotes[{i}].gpu: {e.message}", e.hint) from e
+            extra.setdefault(gpu.name, []).append(price_from_quote(q, pf.sources[q.source].url))
+    return [replace(g, prices=g.prices + tuple(extra.get(g.name, []))) for g in gpus]
+
+
+_CACHE: dict[tuple[str, float], Catalog] = {}
+
+
+def _overlay_stamp(settings: Settings) -> float:
+    stamps = [0.0]
+    for folder in (settings.gpu_overlay_dir, settings.price_overlay_dir):
+        if folder.is_dir():
+            stamps.append(folder.stat().st_mtime)
+            stamps.extend(p.stat().st_mtime for p in folder.glob("*.toml"))
+    return max(stamps)
+
+
+def load_catalog(settings: Settings | None = None) -> Catalog:
+    """Built-in SKUs plus the user's overlay (cached until an overlay file changes)."""
+    s = settings or load_settings()
+    key = (str(s.home), _overlay_stamp(s))
+    if key not in _CACHE:
+        builtin = _load_gpu_files(_builtin_files(), "builtin")
+        overlay = _load_gpu_files(_overlay_files(s.gpu_overlay_dir), "overlay")
+        merged = _apply_prices(_merge(builtin, overlay), s.price_overlay_dir)
+        _CACHE[key] = Catalog(tuple(merged))
+    return _CACHE[key]
+
+
+def get_gpu(name: str, settings: Settings | None = None) -> GpuSpec:
+    """Shortcut: ``load_catalog().get(name)``."""
+    return load_catalog(settings).get(name)

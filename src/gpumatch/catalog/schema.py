@@ -1,0 +1,189 @@
+"""Validated shape of one GPU SKU data file (TOML), and of price overlay files.
+
+Every number is a :class:`Figure`: the value in SI units plus the source it came from and the
+words that source uses ("BF16 Tensor Core 1,979 TFLOPS*, *with sparsity"), so that a reader can
+check the dense value we derived. Unknown keys are errors (``extra="forbid"``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Vendor = Literal["nvidia", "amd", "intel"]
+Segment = Literal["datacenter", "workstation", "consumer"]
+Cooling = Literal["passive", "active", "liquid"]
+ScaleUp = Literal["nvlink", "nvlink-bridge", "infinity-fabric", "ethernet", "none"]
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Strict):
+    """A public document; ``id`` is how figures refer to it."""
+
+    url: str = Field(pattern=r"^https?://\S+$")
+    title: str = Field(min_length=3)
+    retrieved: dt.date
+    publisher: str = ""
+
+
+class Figure(_Strict):
+    """One sourced number. ``value`` is SI (bytes, bytes/s, FLOP/s, W); ``says`` quotes the source."""
+
+    value: float = Field(ge=0)
+    source: str = Field(min_length=1)
+    says: str = Field(min_length=2)
+    uncertain: bool = False
+    note: str = ""
+
+
+class Memory(_Strict):
+    """``capacity_bytes`` is the datasheet figure read as SI ("80 GB" -> 80e9). ``reported_bytes`` is
+    what the driver reports as total (nvidia-smi "81559 MiB"), where a public reading exists."""
+
+    capacity_bytes: Figure
+    reported_bytes: Figure | None = None
+    type: str = Field(min_length=2)
+    bandwidth_bytes_per_s: Figure
+    l2_cache_bytes: Figure | None = None
+
+
+class PeakFlops(_Strict):
+    """Dense peak rates in FLOP/s (OP/s for int8). Absent = not supported by the hardware path.
+
+    ``fp64`` and ``fp32`` are the non-tensor (vector) rates; ``fp64_tensor`` the FP64 tensor-core
+    rate where one exists. On GeForce cards ``fp16``/``fp8`` are the FP32-accumulate rates and the
+    FP16-accumulate ones go in ``fp16_acc16``/``fp8_acc16``.
+    """
+
+    fp64: Figure | None = None
+    fp64_tensor: Figure | None = None
+    fp32: Figure | None = None
+    tf32: Figure | None = None
+    fp16: Figure | None = None
+    bf16: Figure | None = None
+    fp8: Figure | None = None
+    int8: Figure | None = None
+    fp4: Figure | None = None
+    fp16_acc16: Figure | None = None
+    fp8_acc16: Figure | None = None
+
+
+class Interconnect(_Strict):
+    """Scale-up link and host link. ``scale_up_bytes_per_s`` is total bidirectional per GPU (0 if none)."""
+
+    scale_up: ScaleUp
+    scale_up_bytes_per_s: Figure
+    pcie_gen: int = Field(ge=1, le=7)
+    pcie_lanes: int = Field(ge=1, le=32)
+    pcie_p2p: bool = Field(
+        description="whether the vendor driver enables PCIe peer-to-peer between two such cards"
+    )
+    pcie_p2p_note: str = ""
+
+
+PriceKind = Literal["launch_list", "street", "cloud_on_demand", "cloud_reserved"]
+
+
+class PriceQuote(_Strict):
+    """A dated public price: per card (``usd``) or per GPU-hour (``usd_per_gpu_hour``)."""
+
+    kind: PriceKind
+    usd: float | None = Field(default=None, gt=0)
+    usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    date: dt.date
+    source: str
+    says: str = Field(min_length=2)
+    provider: str = ""
+    uncertain: bool = False
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _one_price(self) -> PriceQuote:
+        hourly = self.kind.startswith("cloud")
+        if hourly and self.usd_per_gpu_hour is None:
+            raise ValueError("cloud quotes need usd_per_gpu_hour")
+        if not hourly and self.usd is None:
+            raise ValueError("purchase quotes need usd (per card)")
+        return self
+
+
+class GpuFile(_Strict):
+    """One SKU file under catalog/data/gpus/ or $GPUMATCH_HOME/catalog/gpus/."""
+
+    schema_version: Literal[1] = 1
+    name: str = Field(min_length=2, max_length=80)
+    aliases: list[str] = Field(default_factory=list)
+    vendor: Vendor
+    segment: Segment
+    form_factor: str = Field(min_length=2)
+    architecture: str = Field(min_length=2)
+    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    launch_year: int = Field(ge=2010, le=2035)
+    memory: Memory
+    peak_flops_per_s: PeakFlops
+    sparsity_in_headline: bool
+    tdp_w: Figure
+    interconnect: Interconnect
+    ecc: bool
+    mig_instances: int = Field(ge=0, le=16, description="max MIG (or partition) instances; 0 = none")
+    cooling: Cooling
+    prices: list[PriceQuote] = Field(default_factory=list)
+    sources: dict[str, Source]
+    notes: str = ""
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases_nonempty(cls, v: list[str]) -> list[str]:
+        if any(not a.strip() for a in v):
+            raise ValueError("aliases must be non-empty strings")
+        return v
+
+    @model_validator(mode="after")
+    def _sources_resolve(self) -> GpuFile:
+        for where, fig in self.figures():
+            if fig.source not in self.sources:
+                raise ValueError(f"{where}: source {fig.source!r} is not in [sources]")
+        for i, q in enumerate(self.prices):
+            if q.source not in self.sources:
+                raise ValueError(f"prices[{i}]: source {q.source!r} is not in [sources]")
+        if self.vendor == "nvidia" and self.compute_capability is None:
+            raise ValueError("NVIDIA SKUs need compute_capability")
+        return self
+
+    def figures(self) -> list[tuple[str, Figure]]:
+        """Every sourced number with its dotted field path."""
+        out: list[tuple[str, Figure]] = [
+            ("memory.capacity_bytes", self.memory.capacity_bytes),
+            ("memory.bandwidth_bytes_per_s", self.memory.bandwidth_bytes_per_s),
+            ("tdp_w", self.tdp_w),
+            ("interconnect.scale_up_bytes_per_s", self.interconnect.scale_up_bytes_per_s),
+        ]
+        if self.memory.reported_bytes is not None:
+            out.append(("memory.reported_bytes", self.memory.reported_bytes))
+        if self.memory.l2_cache_bytes is not None:
+            out.append(("memory.l2_cache_bytes", self.memory.l2_cache_bytes))
+        for key in PeakFlops.model_fields:
+            fig = getattr(self.peak_flops_per_s, key)
+            if fig is not None:
+                out.append((f"peak_flops_per_s.{key}", fig))
+        return out
+
+
+class PriceFile(_Strict):
+    """A price overlay: ``[[quotes]]`` each naming a GPU."""
+
+    sources: dict[str, Source]
+    quotes: list[PricedGpu]
+
+
+class PricedGpu(PriceQuote):
+    gpu: str = Field(min_length=1)
+
+
+PriceFile.model_rebuild()

@@ -1,0 +1,98 @@
+"""Root of the ``gpumatch`` command. Sub-commands live in one module each and are registered here.
+
+The error boundary is :func:`main`: any :class:`GpumatchError` becomes one line on stderr and exit
+code 2 (a traceback only with ``--debug``); Ctrl-C exits 130 after the command has saved what it had.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gpumatch import __version__
+from gpumatch.errors import GpumatchError
+
+app = typer.Typer(
+    name="gpumatch",
+    help="Match deep-learning workloads to GPUs, and prove the match with measurements.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_DEBUG = {"on": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpumatch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+) -> None:
+    _DEBUG["on"] = debug
+
+
+def _register() -> None:
+    # --- command registry: one line per verb module (keep sorted) ---
+    from gpumatch.cli import gpus
+
+    app.add_typer(gpus.app, name="gpus")
+    # --- end of registry ---
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point; returns the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    _DEBUG["on"] = "--debug" in args
+    try:
+        app(args=args, prog_name="gpumatch", standalone_mode=False)
+    except GpumatchError as e:
+        if _DEBUG["on"]:
+            raise
+        sys.stderr.write(f"gpumatch: error: {e}\n")
+        return e.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("gpumatch: interrupted\n")
+        return 130
+    except Exception as e:  # click usage errors and the like
+        code = _click_exit(e)
+        if code is not None:
+            return code
+        if _DEBUG["on"]:
+            raise
+        sys.stderr.write(f"gpumatch: internal error: {type(e).__name__}: {e} (rerun with --debug; please report)\n")
+        return 1
+    return 0
+
+
+def _click_exit(e: Exception) -> int | None:
+    """Map click's own exceptions (bad flags, --help exits) to exit codes with one-line messages."""
+    import click
+
+    if isinstance(e, click.exceptions.Exit):
+        return int(e.exit_code)
+    if isinstance(e, click.exceptions.Abort):
+        sys.stderr.write("gpumatch: aborted\n")
+        return 130
+    if isinstance(e, click.UsageError):
+        cmd = e.ctx.command_path if e.ctx is not None else "gpumatch"
+        sys.stderr.write(f"gpumatch: error: {e.format_message()} (see '{cmd} --help')\n")
+        return 2
+    if isinstance(e, click.ClickException):
+        sys.stderr.write(f"gpumatch: error: {e.format_message()}\n")
+        return 2
+    return None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

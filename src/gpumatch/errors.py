@@ -1,0 +1,52 @@
+"""The one error tree of gpumatch.
+
+Every error a user can cause derives from :class:`GpumatchError`. Messages say what happened
+and, in ``hint``, what to do; the CLI prints them on one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+
+class GpumatchError(Exception):
+    """Root of every gpumatch error.
+
+    ``message`` says what is wrong; ``hint`` says what to do about it (may be empty).
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class InputError(GpumatchError):
+    """A value given by the user (flag, field, unit string) is malformed or out of range."""
+
+
+class UnknownNameError(GpumatchError):
+    """A GPU, model or other name does not resolve; the hint lists close matches."""
+
+
+class AmbiguousNameError(UnknownNameError):
+    """A name matches several entries; the hint lists them."""
+
+
+class DataFileError(GpumatchError):
+    """A data file (catalog SKU, workload, model config) is unreadable or fails validation."""
+
+
+class MissingDependencyError(GpumatchError):
+    """An optional dependency (torch, pynvml, pyarrow) is needed for this feature."""
+
+
+class NoDeviceError(GpumatchError):
+    """No GPU (or no NVML) is available where one is needed."""
+
+
+class StoreError(GpumatchError):
+    """The results store cannot be opened, migrated or written."""

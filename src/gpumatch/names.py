@@ -1,0 +1,64 @@
+"""Name resolution shared by the GPU catalog and the model presets.
+
+Names match case- and punctuation-insensitively ("H100 SXM" == "h100-sxm"). An exact match of a
+name or alias wins; otherwise a query that is contained in exactly one entry's names resolves to
+it, several such entries are an :class:`AmbiguousNameError`, and none an :class:`UnknownNameError`
+that lists the closest names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
+
+from gpumatch.errors import AmbiguousNameError, UnknownNameError
+
+T = TypeVar("T")
+_VENDOR_WORDS = re.compile(r"\b(nvidia|amd|intel|habana)\b")
+
+
+def normalize(name: str) -> str:
+    """'NVIDIA H100-SXM5 80GB' -> 'h100sxm580gb' (vendor words and punctuation dropped)."""
+    return re.sub(r"[^a-z0-9]", "", _VENDOR_WORDS.sub("", name.lower()))
+
+
+def build_index(entries: Iterable[tuple[str, Iterable[str], T]]) -> dict[str, list[tuple[str, T]]]:
+    """Map each normalized name/alias to the (canonical name, entry) pairs that carry it."""
+    index: dict[str, list[tuple[str, T]]] = {}
+    for canonical, aliases, entry in entries:
+        for n in {normalize(canonical), *(normalize(a) for a in aliases)}:
+            if n and all(c != canonical for c, _ in index.get(n, [])):
+                index.setdefault(n, []).append((canonical, entry))
+    return index
+
+
+def resolve(query: str, index: Mapping[str, list[tuple[str, T]]], what: str, list_cmd: str) -> T:
+    """Resolve ``query`` against ``index`` (from :func:`build_index`) or raise with close matches."""
+    key = normalize(query)
+    if not key:
+        raise UnknownNameError(f"empty {what} name", f"see '{list_cmd}'")
+    exact = index.get(key)
+    if exact and len(exact) == 1:
+        return exact[0][1]
+    hits: dict[str, T] = {}
+    for n, pairs in index.items():
+        if key in n or (exact and n == key):
+            for canonical, entry in pairs:
+                hits[canonical] = entry
+    if len(hits) == 1:
+        return next(iter(hits.values()))
+    if hits:
+        names = sorted(hits)
+        raise AmbiguousNameError(
+            f"{what} {query!r} is ambiguous: it matches {', '.join(names)}",
+            f"name one of them, e.g. {names[0]!r}",
+        )
+    canon = sorted({c for pairs in index.values() for c, _ in pairs})
+    close = difflib.get_close_matches(key, list(index), n=5, cutoff=0.5)
+    suggestions = sorted({c for n in close for c, _ in index[n]})
+    hint = f"did you mean {', '.join(suggestions)}?" if suggestions else f"see '{list_cmd}'"
+    if not suggestions and len(canon) <= 8:
+        hint = f"known: {', '.join(canon)}"
+    raise UnknownNameError(f"unknown {what} {query!r}", hint)

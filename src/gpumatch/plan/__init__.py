@@ -1,0 +1,1 @@
+"""Candidate enumeration, feasibility rules with reasons, role scoring, the planner."""

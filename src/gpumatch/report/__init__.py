@@ -1,0 +1,1 @@
+"""Rendering: terminal tables, JSON and CSV export, HTML. Computes nothing new."""

@@ -1,0 +1,44 @@
+"""Where gpumatch keeps user data; read lazily from the environment, never at import time.
+
+- ``GPUMATCH_HOME``: root of user data (default ``~/.gpumatch``).
+- ``GPUMATCH_STORE``: results database path or ``sqlite:///path`` URL (default ``$GPUMATCH_HOME/results.sqlite``).
+- Catalog overlay: ``$GPUMATCH_HOME/catalog/gpus/*.toml`` adds or overrides SKUs,
+  ``$GPUMATCH_HOME/catalog/prices/*.toml`` adds price quotes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved locations; build with :func:`load_settings`."""
+
+    home: Path
+    store_path: Path
+
+    @property
+    def gpu_overlay_dir(self) -> Path:
+        return self.home / "catalog" / "gpus"
+
+    @property
+    def price_overlay_dir(self) -> Path:
+        return self.home / "catalog" / "prices"
+
+    @property
+    def model_overlay_dir(self) -> Path:
+        return self.home / "models"
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    """Read the environment now (not at import) and return the resolved settings."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("GPUMATCH_HOME") or Path.home() / ".gpumatch").expanduser()
+    store = env.get("GPUMATCH_STORE", "")
+    if store.startswith("sqlite:///"):
+        store = store[len("sqlite:///") :]
+    store_path = Path(store).expanduser() if store else home / "results.sqlite"
+    return Settings(home=home, store_path=store_path)

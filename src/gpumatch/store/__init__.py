@@ -1,0 +1,1 @@
+"""The results database (SQLite by default): migrations, runs, results, samples, failures, calibrations."""

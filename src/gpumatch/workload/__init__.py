@@ -1,0 +1,1 @@
+"""Workload profiles (TOML/YAML): what is run, on what scale, with which targets and budgets."""
