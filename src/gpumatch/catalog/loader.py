@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gpumatch.names import build_index, normalize, resolve
 from gpumatch.catalog.schema import GpuFile, PriceFile
 from gpumatch.catalog.spec import GpuSpec, price_from_quote, spec_from_file
 from gpumatch.errors import DataFileError, GpumatchError
+from gpumatch.names import build_index, normalize, resolve
 from gpumatch.settings import Settings, load_settings
 
 MAX_FILE_BYTES = 1_000_000
