@@ -1,1 +1,47 @@
-"""The results database (SQLite by default): migrations, runs, results, samples, failures, calibrations."""
+"""The results database (SQLite by default): migrations, runs, results, samples, failures, calibrations.
+
+Use::
+
+    from gpumatch.store import open_store
+
+    with open_store() as store:                      # $GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite
+        run_id = store.begin_run("monitor", "python train.py", manifest, config)
+        store.add_samples(run_id, [{"t_s": 0.0, "gpu_index": 0, "power_instant_w": 412.0}])
+        store.add_result(run_id, "gemm_flops_per_s", 6.1e14, "flop/s", config={"dtype": "bf16"})
+        store.end_run(run_id, "completed", summary={"verdict": "valid-power-capped"})
+
+See docs/store.md for the schema and the guarantees (append-only, killed writers, concurrent writers).
+"""
+
+from gpumatch.store.codec import canonical_json, manifest_sha256
+from gpumatch.store.migrations import MIGRATIONS
+from gpumatch.store.records import (
+    END_STATUSES,
+    RUN_STATUSES,
+    SAMPLE_FIELDS,
+    CalibrationRecord,
+    EventRecord,
+    FailureRecord,
+    MigrationRecord,
+    ResultRecord,
+    RunRecord,
+)
+from gpumatch.store.store import MAX_LOG_EXCERPT_CHARS, Store, open_store
+
+__all__ = [
+    "END_STATUSES",
+    "MAX_LOG_EXCERPT_CHARS",
+    "MIGRATIONS",
+    "RUN_STATUSES",
+    "SAMPLE_FIELDS",
+    "CalibrationRecord",
+    "EventRecord",
+    "FailureRecord",
+    "MigrationRecord",
+    "ResultRecord",
+    "RunRecord",
+    "Store",
+    "canonical_json",
+    "manifest_sha256",
+    "open_store",
+]

@@ -1,0 +1,350 @@
+"""The results store: append-only runs with their manifest, results, raw samples, failures and calibrations.
+
+Every writer method is one committed transaction when it returns, so a process killed at any point keeps
+everything written before (a run it never ended reads as ``interrupted``). Several processes may write
+at once (WAL + ``BEGIN IMMEDIATE`` + busy timeout, see :mod:`gpumatch.store.connection`); several threads
+of one process may share one :class:`Store`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from gpumatch.errors import StoreError
+from gpumatch.store import readers
+from gpumatch.store.codec import canonical_json, dumps_optional, manifest_sha256
+from gpumatch.store.connection import Db, connect, translate
+from gpumatch.store.migrations import MIGRATIONS, applied_migrations, migrate
+from gpumatch.store.records import (
+    END_STATUSES,
+    CalibrationRecord,
+    EventRecord,
+    FailureRecord,
+    MigrationRecord,
+    ResultRecord,
+    RunRecord,
+)
+from gpumatch.store.samples import INSERT_SQL, SELECT_SQL, row_to_sample, sample_rows
+from gpumatch.store.writer import current_writer
+
+MAX_LOG_EXCERPT_CHARS = 64_000
+"""Longer log excerpts keep their last this-many characters (the end of a log holds the error)."""
+
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise StoreError(f"{what} must be a non-empty string, got {value!r}", hint=f"pass a {what}")
+    return value
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise StoreError(f"{what} must be a dict, got {type(value).__name__}", hint=f"pass {what} as a dict")
+    return value
+
+
+def _excerpt(log: str) -> str:
+    if len(log) <= MAX_LOG_EXCERPT_CHARS:
+        return log
+    cut = len(log) - MAX_LOG_EXCERPT_CHARS
+    return f"[... first {cut} characters cut ...]\n" + log[cut:]
+
+
+class Store:
+    """An open results store. Build with :func:`open_store`; close with :meth:`close` or a ``with`` block."""
+
+    def __init__(self, db: Db, journal_mode: str) -> None:
+        self._db = db
+        self.journal_mode = journal_mode
+        self._open_runs: set[int] = set()
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        return self._db.path
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close(reason=None if et is None else et.__name__)
+
+    def close(self, reason: str | None = None) -> None:
+        """Close; runs begun here and never ended are closed as ``interrupted`` (with ``reason``). Idempotent."""
+        if self._closed:
+            return
+        for run_id in sorted(self._open_runs):
+            with contextlib.suppress(StoreError):  # closed by someone else meanwhile: nothing to do
+                self.end_run(run_id, "interrupted", {"reason": reason or "store closed before end_run"})
+        self._closed = True
+        self._db.conn.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"results store {self.path} is closed", hint="open it again with open_store()")
+
+    # ---- writers ---------------------------------------------------------------------------------
+    def begin_run(self, kind: str, name: str, manifest: dict[str, Any], config: dict[str, Any]) -> int:
+        """Start a run (status ``running``); stores ``manifest`` once per distinct SHA-256. Returns run_id."""
+        self._check_open()
+        kind, name = _text(kind, "run kind"), _text(name, "run name")
+        manifest_json = canonical_json(_mapping(manifest, "manifest"), "manifest")
+        sha = manifest_sha256(manifest)
+        config_json = canonical_json(_mapping(config, "config"), "config")
+        writer_json = canonical_json(current_writer(), "writer")
+
+        def tx(c: sqlite3.Connection) -> int:
+            now = _now()
+            c.execute(
+                "INSERT OR IGNORE INTO manifests (manifest_sha256, manifest_json, created_at) VALUES (?, ?, ?)",
+                (sha, manifest_json, now),
+            )
+            cur = c.execute(
+                "INSERT INTO runs (kind, name, manifest_sha256, config_json, started_at, started_unix_s, writer_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (kind, name, sha, config_json, now, time.time(), writer_json),
+            )
+            return int(cur.lastrowid or 0)
+
+        run_id = self._db.write("beginning a run", tx)
+        self._open_runs.add(run_id)
+        return run_id
+
+    def add_samples(self, run_id: int, samples: Sequence[Mapping[str, float | int | None]]) -> int:
+        """Append raw telemetry samples (all or none); returns how many. See :mod:`gpumatch.store.samples`."""
+        self._check_open()
+        rows = sample_rows(run_id, samples)
+        if rows:
+            self._db.write("adding samples", lambda c: c.executemany(INSERT_SQL, rows))
+        return len(rows)
+
+    def add_result(
+        self,
+        run_id: int,
+        metric: str,
+        value: float,
+        unit: str,
+        *,
+        config: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> int:
+        """Append one measured value; ``value`` must be finite, ``unit`` an SI unit string. Returns result_id."""
+        self._check_open()
+        metric, unit = _text(metric, "metric name"), _text(unit, "unit")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise StoreError(
+                f"result {metric!r}: value must be a finite number, got {value!r}",
+                hint="record a failed measurement with add_failure instead",
+            )
+        args = (run_id, metric, float(value), unit, dumps_optional(config, "config"),
+                dumps_optional(extra, "extra"), _now())
+        sql = ("INSERT INTO results (run_id, metric, value, unit, config_json, extra_json, created_at) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?)")
+        return self._db.write(f"adding result {metric!r}", lambda c: int(c.execute(sql, args).lastrowid or 0))
+
+    def add_failure(
+        self,
+        run_id: int | None,
+        config: dict[str, Any],
+        error_class: str,
+        message: str,
+        log_excerpt: str = "",
+        *,
+        manifest: dict[str, Any] | None = None,
+    ) -> int:
+        """Record a failed configuration. Its environment is ``manifest``, else the run's manifest, else none."""
+        self._check_open()
+        config_json = canonical_json(_mapping(config, "config"), "config")
+        error_class = _text(error_class, "error class")
+        manifest_json = None if manifest is None else canonical_json(_mapping(manifest, "manifest"), "manifest")
+        sha = None if manifest is None else manifest_sha256(manifest)
+
+        def tx(c: sqlite3.Connection) -> int:
+            now = _now()
+            env = sha
+            if manifest_json is not None:
+                c.execute("INSERT OR IGNORE INTO manifests VALUES (?, ?, ?)", (sha, manifest_json, now))
+            elif run_id is not None:
+                row = c.execute("SELECT manifest_sha256 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                env = None if row is None else row[0]
+            cur = c.execute(
+                "INSERT INTO failures (run_id, config_json, error_class, message, log_excerpt, manifest_sha256, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, config_json, error_class, str(message), _excerpt(str(log_excerpt)), env, now),
+            )
+            return int(cur.lastrowid or 0)
+
+        return self._db.write("adding a failure", tx)
+
+    def add_event(
+        self, run_id: int, t_s: float, kind: str, data: dict[str, Any], gpu_index: int | None = None
+    ) -> int:
+        """Append a discrete event (Xid, window-edge counters...) at ``t_s`` seconds. Returns event_id."""
+        self._check_open()
+        args = (run_id, float(t_s), gpu_index, _text(kind, "event kind"), canonical_json(data, "event data"), _now())
+        sql = "INSERT INTO events (run_id, t_s, gpu_index, kind, data_json, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+        return self._db.write("adding an event", lambda c: int(c.execute(sql, args).lastrowid or 0))
+
+    def end_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
+        """Close a running run as ``completed``, ``failed`` or ``interrupted`` (once; later closes fail)."""
+        self._check_open()
+        if status not in END_STATUSES:
+            raise StoreError(f"run status {status!r} is not one of {', '.join(END_STATUSES)}",
+                             hint="end a run as completed, failed or interrupted")
+        summary_json = dumps_optional(summary, "summary")
+
+        def tx(c: sqlite3.Connection) -> None:
+            cur = c.execute(
+                "UPDATE runs SET status = ?, ended_at = ?, summary_json = ? WHERE run_id = ? AND status = 'running'",
+                (status, _now(), summary_json, run_id),
+            )
+            if cur.rowcount == 0:
+                row = c.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                if row is None:
+                    raise StoreError(f"no run {run_id} in {self.path}", hint="use the id begin_run returned")
+                raise StoreError(f"run {run_id} is already closed ({row[0]})", hint="a run can be ended once")
+
+        self._db.write(f"ending run {run_id}", tx)
+        self._open_runs.discard(run_id)
+
+    def add_calibration(
+        self, name: str, values: dict[str, Any], provenance: dict[str, Any], *, run_ids: Sequence[int] | None = None
+    ) -> int:
+        """Store fitted ``values`` with ``provenance``; the runs used are ``run_ids`` (default:
+        ``provenance["run_ids"]`` when that is a list of ints). Returns calibration_id."""
+        self._check_open()
+        name = _text(name, "calibration name")
+        values_json = canonical_json(_mapping(values, "calibration values"), "calibration values")
+        prov_json = canonical_json(_mapping(provenance, "provenance"), "provenance")
+        if run_ids is None:
+            cand = provenance.get("run_ids", [])
+            run_ids = cand if isinstance(cand, list) and all(type(r) is int for r in cand) else []
+        ids = sorted(set(run_ids))
+
+        def tx(c: sqlite3.Connection) -> int:
+            cur = c.execute(
+                "INSERT INTO calibrations (name, values_json, provenance_json, created_at) VALUES (?, ?, ?, ?)",
+                (name, values_json, prov_json, _now()),
+            )
+            cid = int(cur.lastrowid or 0)
+            c.executemany("INSERT INTO calibration_runs VALUES (?, ?)", [(cid, r) for r in ids])
+            return cid
+
+        return self._db.write(f"adding calibration {name!r}", tx)
+
+    def close_stale_runs(self) -> list[int]:
+        """Close as ``interrupted`` every running run whose writer is provably gone; returns their ids."""
+        stale = [r.run_id for r in self._all_running() if r.status == "interrupted"]
+        for run_id in stale:
+            with contextlib.suppress(StoreError):  # closed concurrently
+                self.end_run(run_id, "interrupted", {"reason": "writer process ended without end_run"})
+        return stale
+
+    def _all_running(self) -> list[RunRecord]:
+        sql = readers.RUN_SQL + " WHERE r.status = 'running' ORDER BY r.run_id"
+        return self._db.read("listing runs", lambda c: [readers.run_record(r) for r in c.execute(sql)])
+
+    # ---- readers ---------------------------------------------------------------------------------
+    def runs(self, kind: str | None = None, limit: int = 100) -> list[RunRecord]:
+        """Newest first, at most ``limit``; only ``kind`` when given."""
+        self._check_open()
+        where, args = ("", ()) if kind is None else (" WHERE r.kind = ?", (kind,))
+        sql = readers.RUN_SQL + where + " ORDER BY r.run_id DESC LIMIT ?"
+        return self._db.read("listing runs", lambda c: [readers.run_record(r) for r in c.execute(sql, (*args, limit))])
+
+    def run(self, run_id: int) -> RunRecord:
+        self._check_open()
+        rows = self._db.read("reading a run", lambda c: c.execute(readers.RUN_SQL + " WHERE r.run_id = ?",
+                                                                  (run_id,)).fetchall())
+        if not rows:
+            raise StoreError(f"no run {run_id} in {self.path}", hint="list runs with: gpumatch runs list")
+        return readers.run_record(rows[0])
+
+    def results(self, run_id: int) -> list[ResultRecord]:
+        self._check_open()
+        return self._db.read("reading results", lambda c: readers.results(c, run_id))
+
+    def samples(self, run_id: int) -> list[dict[str, Any]]:
+        """Samples in insertion order, as dicts with every SAMPLE_FIELDS key (None where unsupported)."""
+        self._check_open()
+        return self._db.read("reading samples", lambda c: [row_to_sample(r) for r in c.execute(SELECT_SQL, (run_id,))])
+
+    def events(self, run_id: int) -> list[EventRecord]:
+        self._check_open()
+        return self._db.read("reading events", lambda c: readers.events(c, run_id))
+
+    def failures(self, run_id: int | None = None) -> list[FailureRecord]:
+        self._check_open()
+        return self._db.read("reading failures", lambda c: readers.failures(c, run_id))
+
+    def calibrations(self, name: str | None = None) -> list[CalibrationRecord]:
+        """Newest first; only ``name`` when given."""
+        self._check_open()
+        return self._db.read("reading calibrations", lambda c: readers.calibrations(c, name))
+
+    def latest_calibration(self, name: str) -> CalibrationRecord | None:
+        """The newest calibration called ``name``, or None if there is none."""
+        self._check_open()
+        found = self._db.read("reading calibrations", lambda c: readers.calibrations(c, name, latest_only=True))
+        return found[0] if found else None
+
+    def manifest(self, sha256: str) -> dict[str, Any]:
+        self._check_open()
+        rows = self._db.read("reading a manifest", lambda c: c.execute(
+            "SELECT manifest_json FROM manifests WHERE manifest_sha256 = ?", (sha256,)).fetchall())
+        if not rows:
+            raise StoreError(f"no manifest {sha256} in {self.path}", hint="use a manifest_sha256 from a run")
+        return dict(json.loads(rows[0][0]))
+
+    def migrations(self) -> list[MigrationRecord]:
+        self._check_open()
+        return [MigrationRecord(n, a) for n, a in self._db.read("reading migrations", applied_migrations)]
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check`` verdict: ``"ok"`` or the problems found."""
+        self._check_open()
+        rows = self._db.read("checking integrity", lambda c: c.execute("PRAGMA integrity_check").fetchall())
+        return "; ".join(str(r[0]) for r in rows)
+
+
+def open_store(
+    path: Path | str | None = None,
+    *,
+    busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+    migrations: Sequence[tuple[str, str]] = MIGRATIONS,
+) -> Store:
+    """Open (create and migrate if needed) the store at ``path``, default ``load_settings().store_path``
+    (``$GPUMATCH_STORE`` or ``$GPUMATCH_HOME/results.sqlite``). ``migrations`` is for tests only."""
+    if path is None:
+        from gpumatch.settings import load_settings
+
+        path = load_settings().store_path
+    p = Path(path).expanduser()
+    conn, mode = connect(p, busy_timeout_s)
+    db = Db(conn, p, busy_timeout_s)
+    try:
+        with db.lock:
+            migrate(conn, str(p), migrations)
+    except sqlite3.Error as e:
+        conn.close()
+        raise translate(e, p, "migrating the schema", busy_timeout_s) from e
+    except BaseException:
+        conn.close()
+        raise
+    return Store(db, mode)
