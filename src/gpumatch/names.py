@@ -38,7 +38,8 @@ def resolve(query: str, index: Mapping[str, list[tuple[str, T]]], what: str, lis
     """Resolve ``query`` against ``index`` (from :func:`build_index`) or raise with close matches."""
     key = normalize(query)
     if not key:
-        raise UnknownNameError(f"empty {what} name", f"see '{list_cmd}'")
+        shown = f" {query.strip()!r} has only vendor words or punctuation" if query.strip() else ""
+        raise UnknownNameError(f"empty {what} name{shown}", f"add the model, see '{list_cmd}'")
     exact = index.get(key)
     if exact and len(exact) == 1:
         return exact[0][1]
@@ -56,9 +57,30 @@ def resolve(query: str, index: Mapping[str, list[tuple[str, T]]], what: str, lis
             f"name one of them, e.g. {names[0]!r}",
         )
     canon = sorted({c for pairs in index.values() for c, _ in pairs})
-    close = difflib.get_close_matches(key, list(index), n=5, cutoff=0.5)
-    suggestions = sorted({c for n in close for c, _ in index[n]})
+    suggestions = close_matches(key, index)
     hint = f"did you mean {', '.join(suggestions)}?" if suggestions else f"see '{list_cmd}'"
     if not suggestions and len(canon) <= 8:
         hint = f"known: {', '.join(canon)}"
     raise UnknownNameError(f"unknown {what} {query!r}", hint)
+
+
+def close_matches(key: str, index: Mapping[str, list[tuple[str, T]]], limit: int = 5) -> list[str]:
+    """Canonical names whose normalized names or aliases look like ``key`` (a typo such as "h1OO").
+
+    A name scores the better of its difflib ratio against ``key`` and against its own prefix of
+    ``key``'s length, so a short typo still finds long names ("h1oo" ~ "h100" of "h100sxm580gb").
+    Only the best-scoring names at or above 0.5 are returned, at most ``limit``.
+    """
+    scored: dict[str, float] = {}
+    for n, pairs in index.items():
+        score = max(
+            difflib.SequenceMatcher(None, key, n).ratio(),
+            difflib.SequenceMatcher(None, key, n[: len(key)]).ratio(),
+        )
+        for canonical, _ in pairs:
+            scored[canonical] = max(score, scored.get(canonical, 0.0))
+    best = max(scored.values(), default=0.0)
+    if best < 0.5:
+        return []
+    top = sorted((c for c, v in scored.items() if v >= best - 0.05), key=lambda c: (-scored[c], c))
+    return sorted(top[:limit])

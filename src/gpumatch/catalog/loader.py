@@ -7,6 +7,7 @@ Built-in files live in ``gpumatch/catalog/data/gpus/*.toml``; the overlay direct
 
 from __future__ import annotations
 
+import stat
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -27,28 +28,51 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def read_toml(path: Path | Any, label: str) -> dict[str, Any]:
-    """Parse a TOML file; errors name the file and say how to fix it."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise DataFileError(f"{label}: cannot read ({e.strerror or e})", "check the path and permissions") from e
+    """Parse a TOML file (at most 1 MB, UTF-8 with or without BOM); errors name the file and the fix.
+
+    Only regular files are read, and never more than ``MAX_FILE_BYTES + 1`` bytes, so a hostile
+    overlay entry (a FIFO, ``/dev/zero`` behind a symlink, a huge file) fails fast instead of hanging.
+    """
+    raw = _read_bounded(path, label)
     if len(raw) > MAX_FILE_BYTES:
-        raise DataFileError(f"{label}: file is {len(raw)} bytes, over the 1 MB limit", "is this the right file?")
+        raise DataFileError(f"{label}: file is over the 1 MB limit", "is this the right file?")
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as e:
         raise DataFileError(f"{label}: not UTF-8 text", "save the file as UTF-8 TOML") from e
     except tomllib.TOMLDecodeError as e:
-        raise DataFileError(f"{label}: invalid TOML: {e}", "fix the TOML syntax at that line") from e
+        raise DataFileError(f"{label}: invalid TOML: {_one_line(str(e))}", "fix the TOML syntax at that line") from e
+
+
+def _read_bounded(path: Path | Any, label: str) -> bytes:
+    try:
+        if isinstance(path, Path) and not stat.S_ISREG(path.stat().st_mode):
+            raise DataFileError(f"{label}: not a regular file", "remove it from the catalog folder")
+        with path.open("rb") as fh:
+            data: bytes = fh.read(MAX_FILE_BYTES + 1)
+            return data
+    except OSError as e:
+        raise DataFileError(f"{label}: cannot read ({e.strerror or e})", "check the path and permissions") from e
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def validation_message(label: str, err: ValidationError) -> DataFileError:
-    """One line naming the file, the first bad field and what pydantic expected."""
+    """One line naming the file, the first bad field and what pydantic expected.
+
+    Cross-field checks (model validators) carry no location; their message already starts with the
+    dotted field path (``tdp_w: source 'x' is not in [sources]``), so it is used as is.
+    """
     first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    where = ".".join(str(p) for p in first["loc"])
     extra = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
-    msg = first["msg"]
+    msg = _one_line(str(first["msg"]))
     hint = "remove the field or check its spelling" if first["type"] == "extra_forbidden" else "fix that field"
+    if not where:
+        msg = msg.removeprefix("Value error, ")
+        return DataFileError(f"{label}: {msg}{extra}", hint)
     return DataFileError(f"{label}: field '{where}': {msg}{extra}", hint)
 
 
@@ -89,7 +113,20 @@ def _overlay_files(folder: Path) -> Iterable[tuple[str, Path]]:
 
 
 def _load_gpu_files(files: Iterable[tuple[str, Any]], origin: str) -> list[GpuSpec]:
-    return [spec_from_file(validate(GpuFile, read_toml(p, label), label), origin) for label, p in files]
+    """Validate every file; two files defining the same canonical name are an error naming both."""
+    specs: list[GpuSpec] = []
+    seen: dict[str, str] = {}
+    for label, p in files:
+        spec = spec_from_file(validate(GpuFile, read_toml(p, label), label), origin)
+        key = normalize(spec.name)
+        if key in seen:
+            raise DataFileError(
+                f"{label}: GPU {spec.name!r} is already defined in {seen[key]}",
+                "give it another name, or delete one of the two files",
+            )
+        seen[key] = label
+        specs.append(spec)
+    return specs
 
 
 def _merge(base: list[GpuSpec], overlay: list[GpuSpec]) -> list[GpuSpec]:
@@ -125,7 +162,11 @@ def _overlay_stamp(settings: Settings) -> float:
     for folder in (settings.gpu_overlay_dir, settings.price_overlay_dir):
         if folder.is_dir():
             stamps.append(folder.stat().st_mtime)
-            stamps.extend(p.stat().st_mtime for p in folder.glob("*.toml"))
+            for p in folder.glob("*.toml"):
+                try:
+                    stamps.append(p.stat().st_mtime)
+                except OSError:  # dangling symlink: read_toml reports it
+                    stamps.append(float("inf"))
     return max(stamps)
 
 

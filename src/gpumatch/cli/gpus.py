@@ -31,6 +31,14 @@ def _summary(g: Any) -> dict[str, Any]:
     }
 
 
+def _check_choice(flag: str, value: str, allowed: tuple[str, ...]) -> None:
+    """An unknown filter value is an input error, not an empty list."""
+    if value and value.lower() not in allowed:
+        from gpumatch.errors import InputError
+
+        raise InputError(f"{flag} {value!r} is not one of {', '.join(allowed)}", f"use e.g. {flag} {allowed[0]}")
+
+
 @app.command("list", help="List every SKU. Example: gpumatch gpus list --format json")
 def list_gpus(
     vendor: str = typer.Option("", help="Only this vendor (nvidia, amd, intel)."),
@@ -39,6 +47,8 @@ def list_gpus(
 ) -> None:
     from gpumatch.catalog import load_catalog
 
+    _check_choice("--vendor", vendor, ("nvidia", "amd", "intel"))
+    _check_choice("--segment", segment, ("datacenter", "workstation", "consumer"))
     gpus = [
         g
         for g in load_catalog().gpus
