@@ -1,0 +1,266 @@
+"""Data tests over every built-in GPU SKU file (catalog/data/gpus/*.toml), whoever wrote it.
+
+Per file: it validates; every figure and price names a source and quotes it; values sit in
+plausible ranges; precisions are ordered as hardware orders them; and ``sparsity_in_headline``
+agrees with what the quoted words print (a dense value stored next to a sparse headline must be
+half of it, and the quote must say "sparsity"). A reference table then checks ~20 datasheet values
+(dense, SI) of the NVIDIA datacenter SKUs within 3 %, each row citing its datasheet.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from gpumatch.catalog import GpuSpec, load_catalog
+from gpumatch.catalog.schema import Figure, GpuFile
+from gpumatch.errors import AmbiguousNameError
+from gpumatch.names import build_index
+
+DATA_DIR = Path(str(resources.files("gpumatch.catalog") / "data" / "gpus"))
+FILES = sorted(DATA_DIR.glob("*.toml"))
+IDS = [p.stem for p in FILES]
+TENSOR_KEYS = ("tf32", "fp16", "bf16", "fp8", "int8", "fp4", "fp16_acc16", "fp8_acc16")
+SCALES = (1e9, 1e12, 1e15, 1e18)  # G, T, P, E as printed in datasheets
+_NUMBER = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)?")
+
+
+@functools.cache
+def load(path: Path) -> GpuFile:
+    return GpuFile.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
+
+
+def test_catalog_has_files() -> None:
+    assert len(FILES) >= 17, f"expected the SKU files under {DATA_DIR}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_file_validates(path: Path) -> None:
+    f = load(path)
+    assert f.name.strip()
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_every_figure_and_price_is_sourced(path: Path) -> None:
+    f = load(path)
+    for where, fig in f.figures():
+        assert fig.source in f.sources, f"{path.name}: {where} cites unknown source {fig.source!r}"
+        assert fig.says.strip(), f"{path.name}: {where} has no quote"
+        if fig.uncertain:
+            assert fig.note.strip(), f"{path.name}: {where} is uncertain but says not why (note)"
+    for i, q in enumerate(f.prices):
+        assert q.source in f.sources, f"{path.name}: prices[{i}] cites unknown source {q.source!r}"
+        if q.uncertain:
+            assert q.note.strip(), f"{path.name}: prices[{i}] is uncertain but says not why (note)"
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_values_in_plausible_ranges(path: Path) -> None:
+    f = load(path)
+    cap = f.memory.capacity_bytes.value
+    assert 8e9 <= cap <= 300e9, f"{path.name}: memory {cap:.3g} B outside 8-300 GB"
+    bw = f.memory.bandwidth_bytes_per_s.value
+    assert 0.2e12 <= bw <= 10e12, f"{path.name}: bandwidth {bw:.3g} B/s outside 0.2-10 TB/s"
+    tdp = f.tdp_w.value
+    assert 50 <= tdp <= 1500, f"{path.name}: TDP {tdp} W outside 50-1500 W"
+    if f.memory.reported_bytes is not None:
+        ratio = f.memory.reported_bytes.value / cap
+        assert 0.9 <= ratio <= 1.15, f"{path.name}: reported/datasheet memory ratio {ratio:.3f}"
+    link = f.interconnect.scale_up_bytes_per_s.value
+    if f.interconnect.scale_up == "none":
+        assert link == 0, f"{path.name}: scale_up 'none' needs bandwidth 0"
+    else:
+        assert 1e9 <= link <= 4e12, f"{path.name}: scale-up bandwidth {link:.3g} B/s implausible"
+    assert f.peak_flops_per_s.fp32 is None or 1e12 <= f.peak_flops_per_s.fp32.value <= 500e12
+
+
+def _rate(f: GpuFile, key: str) -> float | None:
+    fig: Figure | None = getattr(f.peak_flops_per_s, key)
+    return None if fig is None else fig.value
+
+
+# (lower, higher): where both exist, the first may not exceed the second.
+ORDER = [
+    ("fp32", "bf16"),
+    ("fp32", "fp16"),
+    ("bf16", "fp8"),
+    ("fp16", "fp8"),
+    ("fp8", "fp4"),
+    ("tf32", "fp16"),
+    ("tf32", "bf16"),
+    ("fp64", "fp32"),
+    ("fp64", "fp64_tensor"),
+    ("fp16", "fp16_acc16"),
+    ("fp8", "fp8_acc16"),
+]
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_precision_rates_are_ordered(path: Path) -> None:
+    f = load(path)
+    for low, high in ORDER:
+        a, b = _rate(f, low), _rate(f, high)
+        if a is not None and b is not None:
+            assert a <= b * 1.001, f"{path.name}: {low} {a:.4g} > {high} {b:.4g}"
+
+
+def _printed(says: str) -> list[float]:
+    return [float(tok.replace(",", "")) for tok in _NUMBER.findall(says) if tok.replace(",", "")]
+
+
+def _matches(value: float, printed: list[float], factor: float, tol: float = 0.01) -> bool:
+    """Does ``value`` equal some printed number (in G/T/P/E units) times ``factor``, within ``tol``?"""
+    return any(abs(n * s * factor - value) <= tol * value for n in printed for s in SCALES)
+
+
+def classify(fig: Figure) -> str:
+    """'dense' if the quote prints the stored value, 'sparse' if only twice it, else 'unprinted'."""
+    nums = _printed(fig.says)
+    if _matches(fig.value, nums, 1.0):
+        return "dense"
+    return "sparse" if _matches(fig.value, nums, 0.5) else "unprinted"
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_sparsity_flag_matches_quotes(path: Path) -> None:
+    """A stored value that is half of the quoted headline needs ``sparsity_in_headline = true`` and a quote
+    that says sparsity; a ``true`` flag with dense quotes (e.g. a whitepaper's dense/sparse pair behind a
+    sparse marketing headline) must at least say so in a tensor quote or the notes."""
+    f = load(path)
+    halved: list[str] = []
+    for key in TENSOR_KEYS:
+        fig: Figure | None = getattr(f.peak_flops_per_s, key)
+        if fig is None or fig.uncertain:
+            continue
+        kind = classify(fig)
+        assert kind != "unprinted", f"{path.name}: {key}={fig.value:.4g} is neither printed nor half of one"
+        if kind == "sparse":
+            assert "spars" in fig.says.lower(), f"{path.name}: {key} halves a headline whose quote lacks 'sparsity'"
+            halved.append(key)
+        elif "spars" in fig.says.lower():
+            # A dense value quoted next to sparsity must be the smaller of a printed dense|sparse pair;
+            # storing the lone starred headline ("1,979* with sparsity") is the trap this catches.
+            pair = _matches(fig.value, _printed(fig.says), 0.5, tol=0.02)
+            assert pair, f"{path.name}: {key}={fig.value:.4g} is a sparse headline stored as dense"
+    if halved:
+        assert f.sparsity_in_headline, f"{path.name}: {halved} are halved headlines but sparsity_in_headline=false"
+    if f.sparsity_in_headline:
+        quotes = [fig.says for k in TENSOR_KEYS if (fig := getattr(f.peak_flops_per_s, k)) is not None]
+        assert any("spars" in q.lower() for q in [*quotes, f.notes]), (
+            f"{path.name}: sparsity_in_headline=true but no tensor quote or note mentions sparsity"
+        )
+
+
+def test_no_alias_names_two_skus() -> None:
+    files = [load(p) for p in FILES]
+    index = build_index((f.name, f.aliases, f.name) for f in files)
+    clashes = {k: [c for c, _ in v] for k, v in index.items() if len(v) > 1}
+    assert not clashes, f"aliases shared by several SKUs: {clashes}"
+
+
+# ---- reference values: dense, SI, from the datasheets (stored copies named in each SKU file) ----
+
+FIELD: dict[str, Callable[[GpuSpec], float | None]] = {
+    "memory": lambda g: float(g.memory_bytes),
+    "bandwidth": lambda g: g.memory_bandwidth_bytes_per_s,
+    "tdp": lambda g: g.tdp_w,
+    "nvlink": lambda g: g.nvlink_bytes_per_s,
+}
+
+REFERENCE = [
+    ("A100 SXM4 80GB", "bf16", 312e12, "A100 datasheet r4: BFLOAT16 Tensor Core 312 TFLOPS | 624 TFLOPS*"),
+    ("A100 SXM4 80GB", "bandwidth", 2039e9, "A100 datasheet r4: 80GB SXM GPU Memory Bandwidth 2,039GB/s"),
+    ("A100 PCIe 80GB", "bandwidth", 1935e9, "A100 datasheet r4: 80GB PCIe GPU Memory Bandwidth 1,935GB/s"),
+    ("A100 PCIe 40GB", "tdp", 250, "A100 40GB PCIe: max TDP 250W"),
+    ("V100 SXM2 32GB", "fp16", 125e12, "V100 datasheet: Tensor Performance 125 TFLOPS (SXM2)"),
+    ("T4", "fp16", 65e12, "T4 datasheet: Mixed Precision (FP16/FP32) 65 TFLOPS"),
+    ("T4", "int8", 130e12, "T4 datasheet: INT8 130 TOPS"),
+    ("A10", "bandwidth", 600e9, "A10 datasheet: GPU Memory Bandwidth 600GB/s"),
+    ("H100 SXM5 80GB", "bf16", 989.5e12, "H100 datasheet: BFLOAT16 Tensor Core 1,979 TFLOPS* (*with sparsity) / 2"),
+    ("H100 SXM5 80GB", "nvlink", 900e9, "H100 datasheet: NVIDIA NVLink 900GB/s"),
+    ("H100 PCIe 80GB", "fp8", 1513e12, "H100 datasheet, PCIe: FP8 Tensor Core 3,026 TFLOPS* / 2"),
+    ("H100 NVL 94GB", "bf16", 835.5e12, "H100 NVL datasheet: BFLOAT16 Tensor Core 1,671 TFLOPS* / 2"),
+    ("H200 SXM 141GB", "memory", 141e9, "H200 page: GPU Memory 141GB"),
+    ("H200 SXM 141GB", "bandwidth", 4.8e12, "H200 page: GPU Memory Bandwidth 4.8TB/s"),
+    ("H200 NVL 141GB", "bf16", 835.5e12, "H200 page, NVL: BFLOAT16 1,671 TFLOPS* / 2 (notes: Catalog traps)"),
+    ("B200 180GB", "fp4", 9e15, "HGX B200: FP4 Tensor Core 18 PFLOPS (sparse) = 9 PF dense (notes: Catalog traps)"),
+    ("B200 180GB", "bf16", 2.25e15, "HGX B200: FP16/BF16 Tensor Core 4.5 PFLOPS (sparse) / 2"),
+    ("L4", "bf16", 121e12, "L4 datasheet: BFLOAT16 Tensor Core 242 teraFLOPS* / 2"),
+    ("L40", "fp8", 362e12, "L40 datasheet: FP8 Tensor Core 362 | 724* TFLOPS"),
+    ("L40S", "bf16", 362.05e12, "L40S datasheet: BFLOAT16 Tensor Core 362.05 | 733* TFLOPS"),
+    ("L40S", "tdp", 350, "L40S datasheet: Max Power Consumption 350W"),
+]
+
+
+@pytest.mark.parametrize(("sku", "field", "expected", "source"), REFERENCE, ids=[f"{r[0]}-{r[1]}" for r in REFERENCE])
+def test_reference_datasheet_values(sku: str, field: str, expected: float, source: str) -> None:
+    gpu = load_catalog().get(sku)
+    got = FIELD[field](gpu) if field in FIELD else gpu.peak(field)
+    assert got is not None, f"{sku}: {field} missing (source: {source})"
+    assert abs(got - expected) <= 0.03 * expected, f"{sku} {field}: {got:.4g} vs {expected:.4g} ({source})"
+
+
+@pytest.mark.parametrize(
+    ("sku", "flag"),
+    [
+        ("H100 SXM5 80GB", True),
+        ("H200 NVL 141GB", True),
+        ("B200 180GB", True),
+        ("L4", True),
+        ("A100 SXM4 80GB", False),
+        ("A10", False),
+        ("L40", False),
+        ("L40S", False),
+    ],
+)
+def test_sparsity_in_headline_known_cases(sku: str, flag: bool) -> None:
+    assert load_catalog().get(sku).sparsity_in_headline is flag
+
+
+def test_unsupported_precisions_are_absent() -> None:
+    cat = load_catalog()
+    assert cat.get("V100 SXM2 32GB").peak("bf16") is None
+    assert cat.get("V100 SXM2 32GB").peak("tf32") is None
+    assert cat.get("T4").peak("bf16") is None
+    assert cat.get("A100 SXM4 80GB").peak("fp8") is None
+    assert cat.get("H100 SXM5 80GB").peak("fp4") is None
+    assert cat.get("B200 180GB").peak("fp4") is not None
+
+
+@pytest.mark.parametrize(
+    ("query", "sku"),
+    [
+        ("L4", "L4"),
+        ("NVIDIA L4", "L4"),
+        ("L40", "L40"),
+        ("l40s", "L40S"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"),
+        ("a100-sxm4-80gb", "A100 SXM4 80GB"),
+        ("A100 80GB SXM", "A100 SXM4 80GB"),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+        ("A10", "A10"),
+        ("Tesla T4", "T4"),
+        ("Tesla V100-SXM2-32GB", "V100 SXM2 32GB"),
+        ("H100 SXM", "H100 SXM5 80GB"),
+        ("NVIDIA H100 PCIe", "H100 PCIe 80GB"),
+        ("H100 NVL", "H100 NVL 94GB"),
+        ("NVIDIA H200", "H200 SXM 141GB"),
+        ("h200", "H200 SXM 141GB"),
+        ("H200 NVL", "H200 NVL 141GB"),
+        ("NVIDIA B200", "B200 180GB"),
+    ],
+)
+def test_common_spellings_resolve(query: str, sku: str) -> None:
+    assert load_catalog().get(query).name == sku
+
+
+@pytest.mark.parametrize("query", ["h100", "a100"])
+def test_family_names_are_ambiguous(query: str) -> None:
+    with pytest.raises(AmbiguousNameError):
+        load_catalog().get(query)
