@@ -5,11 +5,17 @@ MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM, Gemma2ForCausalLM, Phi
 DeepseekV2/V3ForCausalLM), restated in ../shared/notes/estimator-formulas.md section A:
 
 - embedding ``V·h``; LM head ``V·h`` unless tied;
-- attention: Q ``h·a·d`` + K,V ``2·h·a_kv·d`` + O ``a·d·h`` (+ biases ``a·d + 2·a_kv·d`` when
-  ``qkv_bias``); MLA replaces Q/K/V with its low-rank projections (see :meth:`ModelArch.attention_params`);
-- MLP: ``k·h·f`` with ``k = 3`` for gated (SwiGLU/GeGLU) and 2 otherwise; MoE layers hold
-  ``E`` routed experts of ``moe_ffn_size`` plus ``shared_experts`` and a router ``h·E``;
-- norms: ``norms_per_layer`` vectors of ``h`` per layer plus the final norm.
+- attention: Q ``h·a·d`` + K,V ``2·h·a_kv·d`` + O ``a·d·h``; biases ``a·d + 2·a_kv·d`` on Q,K,V when
+  ``qkv_bias`` (Qwen2 always; Llama when ``attention_bias``) and ``h`` on O when ``attn_out_bias``
+  (Llama ``attention_bias``); Phi-3's fused ``qkv_proj`` has the same count as separate Q,K,V;
+  MLA replaces Q/K/V with its low-rank projections (see :meth:`ModelArch.attention_params`);
+- MLP: ``k·h·f`` with ``k = 3`` for gated (SwiGLU/GeGLU, Phi-3's fused ``gate_up_proj`` included) and
+  2 otherwise, plus ``2f + h`` (gated) or ``f + h`` biases when ``mlp_bias``; MoE layers hold ``E``
+  routed experts of ``moe_ffn_size`` plus ``shared_experts`` and a router ``h·E`` (+ ``E`` when
+  ``router_bias``: DeepSeek-V3's ``e_score_correction_bias``);
+- norms: ``norms_per_layer`` vectors of ``h`` per layer (2 for Llama-style pre-norm blocks, 4 for
+  Gemma-2's pre+post norms around attention and MLP) plus the final norm; MLA adds its ``q_a``/``kv_a``
+  norms (``q_lora_rank``, ``kv_lora_rank``).
 
 Total parameters size memory; active parameters (top-k experts) size FLOPs and decode bytes.
 """
@@ -22,7 +28,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ModelArch:
-    """A decoder-only transformer. Sizes are counts (not bytes); ``head_dim`` is per head."""
+    """A decoder-only transformer. Sizes are counts (not bytes); ``head_dim`` is per head.
+
+    For MLA models ``head_dim`` is the query/key head size ``qk_nope_head_dim + qk_rope_head_dim`` and
+    ``kv_heads == heads`` (what the published configs say); the KV cache uses the latent instead.
+    ``sliding_window`` (tokens) applies to every layer when ``sliding_window_every`` is 0 or 1, and to
+    one layer in ``sliding_window_every`` otherwise (Gemma-2 alternates local and global layers: 2).
+    """
 
     name: str
     family: str
@@ -51,6 +63,11 @@ class ModelArch:
     sliding_window_every: int = 0
     max_position_embeddings: int = 0
     source: str = ""
+    attn_out_bias: bool = False
+    mlp_bias: bool = False
+    router_bias: bool = False
+    hf_id: str = ""
+    aliases: tuple[str, ...] = ()
 
     @property
     def is_moe(self) -> bool:
@@ -64,8 +81,17 @@ class ModelArch:
     def moe_layers(self) -> int:
         return self.layers - self.dense_layers if self.is_moe else 0
 
+    @property
+    def sliding_layers(self) -> int:
+        """Layers whose attention is limited to ``sliding_window`` tokens (0 without a window)."""
+        if not self.sliding_window:
+            return 0
+        if self.sliding_window_every <= 1:
+            return self.layers
+        return (self.layers + self.sliding_window_every - 1) // self.sliding_window_every
+
     def attention_params(self) -> int:
-        """Weights of one attention block (projections and their biases)."""
+        """Weights of one attention block (projections, their biases, and MLA's latent norms)."""
         h, a, d = self.hidden_size, self.heads, self.head_dim
         if self.uses_mla:
             qk_head = self.qk_nope_head_dim + self.qk_rope_head_dim
@@ -75,21 +101,24 @@ class ModelArch:
                 q = h * a * qk_head
             kv_down = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv_up = self.kv_lora_rank * a * (self.qk_nope_head_dim + self.v_head_dim)
-            return q + kv_down + kv_up + a * self.v_head_dim * h
+            return q + kv_down + kv_up + a * self.v_head_dim * h + (h if self.attn_out_bias else 0)
         qkv = h * d * (a + 2 * self.kv_heads)
         bias = d * (a + 2 * self.kv_heads) if self.qkv_bias else 0
-        return qkv + bias + a * d * h
+        return qkv + bias + a * d * h + (h if self.attn_out_bias else 0)
 
     def mlp_params(self, ffn_size: int | None = None) -> int:
-        """Weights of one dense MLP of width ``ffn_size`` (default: the dense width)."""
+        """Weights of one dense MLP of width ``ffn_size`` (default: the dense width), biases included."""
         f = self.ffn_size if ffn_size is None else ffn_size
-        return (3 if self.gated_mlp else 2) * self.hidden_size * f
+        k = 3 if self.gated_mlp else 2
+        bias = ((k - 1) * f + self.hidden_size) if self.mlp_bias else 0
+        return k * self.hidden_size * f + bias
 
     def moe_params(self, active_only: bool) -> int:
         """Weights of one MoE block: routed experts (all, or the top-k), shared experts and router."""
         routed = self.experts_per_token if active_only else self.experts
         expert = self.mlp_params(self.moe_ffn_size)
-        return routed * expert + self.shared_experts * expert + self.hidden_size * self.experts
+        router = self.hidden_size * self.experts + (self.experts if self.router_bias else 0)
+        return routed * expert + self.shared_experts * expert + router
 
     def layer_params(self, moe: bool, active_only: bool = False) -> int:
         mlp = self.moe_params(active_only) if moe else self.mlp_params()
@@ -116,18 +145,44 @@ class ModelArch:
 
     @property
     def params_active_nonembedding(self) -> int:
-        """Active weights in matmuls per token, excluding the input embedding lookup (a gather, not a GEMM)."""
+        """Active weights in matmuls per token, excluding the input embedding lookup (a gather, not a GEMM).
+
+        The LM head stays in (it is a GEMM). This is also how DeepSeek counts "activated" parameters.
+        """
         return self.params_active - self.vocab_size * self.hidden_size - self.hidden_size
 
+    @property
+    def params_nonembedding(self) -> int:
+        """All weights except the input embedding and the (untied) LM head: the Qwen/Gemma model-card
+        "non-embedding parameters" convention (final norm included)."""
+        return self.params_total - self.embedding_params()
+
     def kv_bytes_per_token(self, bytes_per_element: float) -> float:
-        """KV-cache bytes per token over all layers: ``2·a_kv·d·L`` (MLA: ``(d_c + d_rope)·L``)."""
+        """KV-cache bytes per token over all layers: ``2·a_kv·d·L`` (MLA: ``(d_c + d_rope)·L``).
+
+        This is the cost of one more token of context while every layer still keeps it; layers with a
+        sliding window stop growing past the window (see :meth:`kv_bytes_for_context`).
+        """
+        return self._kv_elements_per_token_layer() * self.layers * bytes_per_element
+
+    def kv_bytes_for_context(self, context_tokens: int, bytes_per_element: float) -> float:
+        """KV-cache bytes of one sequence holding ``context_tokens``, windowed layers capped at the window."""
+        per_layer = self._kv_elements_per_token_layer() * bytes_per_element
+        windowed = self.sliding_layers
+        capped = min(context_tokens, self.sliding_window) if self.sliding_window else context_tokens
+        return per_layer * (windowed * capped + (self.layers - windowed) * context_tokens)
+
+    def _kv_elements_per_token_layer(self) -> int:
         if self.uses_mla:
-            return (self.kv_lora_rank + self.qk_rope_head_dim) * self.layers * bytes_per_element
-        return 2 * self.kv_heads * self.head_dim * self.layers * bytes_per_element
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.kv_heads * self.head_dim
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract of ``gpumatch models show``."""
         d = asdict(self)
+        d["aliases"] = list(self.aliases)
         d["params_total"] = self.params_total
         d["params_active"] = self.params_active
+        d["params_active_nonembedding"] = self.params_active_nonembedding
+        d["kv_bytes_per_token_bf16"] = self.kv_bytes_per_token(2)
         return d
