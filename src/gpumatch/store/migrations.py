@@ -175,7 +175,9 @@ def split_statements(sql: str) -> list[str]:
             if buf.strip():
                 out.append(buf.strip())
             buf = ""
-    if buf.strip():
+    if buf.strip() and sqlite3.complete_statement(buf + ";"):
+        out.append(buf.strip())  # last statement without its semicolon
+    elif buf.strip():
         raise ValueError(f"incomplete SQL statement in migration: {buf.strip()[:80]!r}")
     return out
 

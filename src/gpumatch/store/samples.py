@@ -27,6 +27,8 @@ _HINT = "a sample maps field names (t_s, gpu_index, power_instant_w, ...) to num
 def _number(key: str, value: object, i: int) -> float | int | None:
     if value is None:
         return None
+    if type(value) is float and key not in INTEGER_SAMPLE_FIELDS:  # fast path: the common case
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         item = getattr(value, "item", None)
         if callable(item):  # numpy scalar
