@@ -41,9 +41,11 @@ def _root(
 
 def _register() -> None:
     # --- command registry: one line per verb module (keep sorted) ---
-    from gpumatch.cli import gpus
+    from gpumatch.cli import doctor, gpus, monitor
 
+    app.command("doctor", help=doctor.HELP)(doctor.doctor)
     app.add_typer(gpus.app, name="gpus")
+    app.command("monitor", help=monitor.HELP, context_settings=monitor.CONTEXT)(monitor.monitor)
     # --- end of registry ---
 
 

@@ -1,0 +1,227 @@
+"""``gpumatch monitor``: GPU telemetry around any command (or until Ctrl-C), with a summary and a verdict."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpumatch.cli.common import Format, FormatOption, emit
+from gpumatch.report.render import to_csv, to_json, to_table
+
+HELP = """Sample GPU telemetry while a command runs (or until Ctrl-C); print a summary and a verdict per GPU.
+
+Samples power (instant and 1-s average), SM/memory clocks, clock-event reasons, temperatures, memory,
+utilization at 1/INTERVAL Hz, GPM SM/tensor/DRAM activity once a second where supported, and energy,
+violation, ECC, PCIe-replay and remap counters at the start and the end. Exits with the command's exit
+code. The run, its samples and its verdict go to the results store unless --no-store.
+
+Without a GPU, --replay TRACE.csv replays a recorded trace through the same analysis.
+
+Examples:
+  gpumatch monitor -- python train.py --epochs 1
+  gpumatch monitor --interval 0.05 --output run.csv -- ./bench.sh
+  gpumatch monitor                      # until Ctrl-C
+  gpumatch monitor --replay tests/data/traces/h200-2026-12-02-gemm-bf16.csv
+"""
+
+#: Everything after the first positional argument is the command (so '--' is optional for simple commands).
+CONTEXT = {"allow_interspersed_args": False}
+
+_COLUMNS = ["gpu", "name", "workload", "verdict", "duration_s", "power_avg_w", "power_inst_max_w", "energy_j",
+            "sm_clock_mhz", "sm_clock_p5_mhz", "util_gpu_pct", "gpm_sm_pct", "gpm_tensor_pct", "gpm_dram_pct",
+            "power_cap_duty", "temp_max_c", "idle_power_w"]
+
+
+def monitor(
+    command: Annotated[list[str] | None, typer.Argument(help="The command to run, after '--'.")] = None,
+    interval: Annotated[float | None, typer.Option(
+        "--interval", "-i", help="Seconds between samples (default 0.1; 0.05-0.1 = 20-10 Hz).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write the trace: .csv or .parquet (+ a .json sidecar).")] = None,
+    replay: Annotated[Path | None, typer.Option(
+        "--replay", help="Replay a recorded trace instead of reading a GPU.")] = None,
+    gpu: Annotated[list[int] | None, typer.Option(
+        "--gpu", help="Only this GPU index (repeatable); default all.")] = None,
+    store: bool = typer.Option(True, "--store/--no-store", help="Save the run in the results store."),
+    fmt: Format = FormatOption,
+) -> None:
+    from gpumatch.errors import InputError
+
+    if replay is not None and command:
+        raise InputError("--replay takes no command", "drop the command, or drop --replay to measure it")
+    if output is not None and output.suffix.lower() not in (".csv", ".parquet"):
+        raise InputError(f"--output must end in .csv or .parquet, not '{output.suffix or output.name}'",
+                         "e.g. --output trace.csv")
+    result = _run(command, interval, replay, gpu, store)
+    if output is not None:
+        from gpumatch.telemetry.trace import write_trace
+
+        written = write_trace(result.trace, output)
+        sys.stderr.write(f"gpumatch: trace written to {', '.join(str(p) for p in written)}\n")
+    _render(result, fmt)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _run(command: list[str] | None, interval: float | None, replay: Path | None, gpu: list[int] | None,
+         use_store: bool) -> Any:
+    from gpumatch.telemetry.manifest import build_manifest, trace_manifest
+    from gpumatch.telemetry.monitor import monitor_command, replay_trace
+
+    if replay is not None:
+        result = replay_trace(replay, interval)
+        manifest = trace_manifest(result.trace)
+        _save(None, result, manifest, "monitor-replay", str(replay), use_store)
+        return result
+    from gpumatch.telemetry.nvml import open_nvml
+
+    interval = interval or 0.1
+    backend = open_nvml(gpu or None)
+    try:
+        manifest = build_manifest(backend)
+        saver = _Saver(manifest, " ".join(command or []) or "(until Ctrl-C)", interval) if use_store else None
+        sys.stderr.write(f"gpumatch: monitoring {len(backend.devices())} GPU(s) every {interval:g} s"
+                         f"{'' if command else ' until Ctrl-C'}\n")
+        result = monitor_command(backend, command or None, interval,
+                                 on_samples=saver.add if saver else None)
+    finally:
+        backend.close()
+    if saver is not None:
+        saver.finish(result)
+    return result
+
+
+class _Saver:
+    """Writes the run to the results store as it goes; a store problem is reported, never fatal."""
+
+    def __init__(self, manifest: dict[str, Any], name: str, interval: float) -> None:
+        from gpumatch.errors import GpumatchError
+        from gpumatch.store import open_store
+
+        self.store: Any = None
+        self.run_id: int | None = None
+        try:
+            self.store = open_store()
+            self.run_id = self.store.begin_run("monitor", name, manifest, {"interval_s": interval})
+        except GpumatchError as e:
+            _warn_store(e)
+            self.store = None
+
+    def add(self, samples: list[Any]) -> None:
+        from gpumatch.errors import GpumatchError
+
+        if self.store is None or self.run_id is None:
+            return
+        try:
+            self.store.add_samples(self.run_id, [s.to_dict() for s in samples])
+        except GpumatchError as e:
+            _warn_store(e)
+            self.store = None
+
+    def finish(self, result: Any) -> None:
+        if self.store is not None and self.run_id is not None:
+            _finish(self.store, self.run_id, result)
+            sys.stderr.write(f"gpumatch: saved as run {self.run_id} in {self.store.path}\n")
+            self.store.close()
+
+
+def _save(_: Any, result: Any, manifest: dict[str, Any], kind: str, name: str, use_store: bool) -> None:
+    """Replays: store the whole run at once."""
+    if not use_store:
+        return
+    from gpumatch.errors import GpumatchError
+    from gpumatch.store import open_store
+
+    try:
+        with open_store() as st:
+            run_id = st.begin_run(kind, name, manifest, {"interval_s": result.trace.interval_s})
+            st.add_samples(run_id, [s.to_dict() for s in result.trace.samples])
+            _finish(st, run_id, result)
+            sys.stderr.write(f"gpumatch: saved as run {run_id} in {st.path}\n")
+    except GpumatchError as e:
+        _warn_store(e)
+
+
+def _finish(st: Any, run_id: int, result: Any) -> None:
+    from gpumatch.errors import GpumatchError
+
+    try:
+        for row in _rows(result):
+            cfg = {"gpu_index": row["gpu"]}
+            for metric, key, unit in (("energy_j", "energy_j", "J"), ("power_avg_w", "power_avg_w", "W"),
+                                      ("sm_clock_hz", "sm_clock_mhz", "Hz"), ("power_cap_duty", "power_cap_duty", "1")):
+                v = row.get(key)
+                if v is not None:
+                    st.add_result(run_id, metric, v * 1e6 if unit == "Hz" else v, unit, config=cfg,
+                                  extra={"verdict": row["verdict"], "workload": row["workload"]})
+        status = "interrupted" if result.interrupted else ("failed" if result.exit_code else "completed")
+        st.end_run(run_id, status, summary=result.to_dict())
+    except GpumatchError as e:
+        _warn_store(e)
+
+
+def _warn_store(e: Exception) -> None:
+    sys.stderr.write(f"gpumatch: warning: results store not updated: {e}\n")
+
+
+def _rows(result: Any) -> list[dict[str, Any]]:
+    from gpumatch.telemetry.verdict import power_cap_duty
+
+    rows = []
+    for v in result.verdicts:
+        s = v.summary
+        rows.append({
+            "gpu": s.gpu_index, "name": s.name, "workload": v.workload.label, "verdict": v.verdict.label,
+            "duration_s": s.duration_s, "power_avg_w": s.power_avg_w_mean, "power_inst_max_w": s.power_instant_w_max,
+            "energy_j": s.energy_j, "sm_clock_mhz": s.sm_clock_mhz_mean, "sm_clock_p5_mhz": s.sm_clock_mhz_p5,
+            "util_gpu_pct": s.util_gpu_pct_mean, "gpm_sm_pct": s.gpm_sm_active_mean,
+            "gpm_tensor_pct": s.gpm_tensor_active_mean, "gpm_dram_pct": s.gpm_dram_bw_util_mean,
+            "power_cap_duty": power_cap_duty(s), "temp_max_c": s.gpu_temp_c_max, "idle_power_w": s.idle_power_w,
+        })
+    return rows
+
+
+def _render(result: Any, fmt: Format) -> None:
+    if fmt is Format.json:
+        emit(to_json(result.to_dict()))
+        return
+    rows = _rows(result)
+    if fmt is Format.csv:
+        emit(to_csv(rows, _COLUMNS))
+        return
+    lines = [to_table([{k: r[k] for k in _COLUMNS[:4]} for r in rows], _COLUMNS[:4], title="Verdict per GPU")]
+    for v, r in zip(result.verdicts, rows, strict=True):
+        s = v.summary
+        lines.append("")
+        lines.append(f"GPU {r['gpu']} ({r['name']}): {r['workload']}, {r['verdict']}")
+        lines += [f"  - {x}" for x in (*v.workload.reasons, *v.verdict.reasons)]
+        lines.append(f"  power avg {_f(r['power_avg_w'])} W, instant max {_f(r['power_inst_max_w'])} W, limit "
+                     f"{_f(s.power_limit_w)} W; energy {_f(r['energy_j'])} J ({s.energy_source})")
+        lines.append(f"  SM clock mean {_f(r['sm_clock_mhz'])} MHz, p5 {_f(r['sm_clock_p5_mhz'])}, max "
+                     f"{_f(s.sm_clock_max_mhz)}; temp max {_f(s.gpu_temp_c_max)} °C (headroom {_f(s.temp_headroom_c)})")
+        duty = s.violation_duty or {k: d for k, d in s.throttle_duty.items() if d > 0}
+        lines.append(f"  limited ({s.throttle_source}): " + (", ".join(f"{k} {d:.0%}" for k, d in duty.items() if d > 0)
+                                                          or "none"))
+        for d in s.dips:
+            if d.count:
+                lines.append(f"  dips in {d.signal}: {d.count}, {d.time_fraction:.0%} of the time, longest "
+                             f"{d.longest_s:.1f} s (waiting on data loading or communication?)")
+        if s.burst and s.burst.sm_clock_ratio is not None:
+            lines.append(f"  sustained/burst SM clock {s.burst.sm_clock_ratio:.3f} (first {s.burst.burst_window_s:.0f}"
+                         " s vs last half)")
+        if s.idle_power_w is not None:
+            lines.append(f"  idle power after clocks settled: {s.idle_power_w:.0f} W")
+    st = result.trace.stats
+    lines.append("")
+    lines.append(f"{len(result.trace.samples)} samples over {result.trace.duration_s:.1f} s; sampler cost "
+                 f"{st.mean_tick_s * 1e3:.2f} ms/tick mean, {st.overruns} overruns")
+    if result.exit_code is not None:
+        lines.append(f"command exit code: {result.exit_code}")
+    emit("\n".join(lines))
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}" if abs(v) >= 10 else f"{v:.2f}"

@@ -1,0 +1,216 @@
+"""A recorded telemetry trace and its files: samples as CSV (or Parquet) plus a JSON sidecar.
+
+Layout (stable; the committed fixtures in tests/data/traces/ use it):
+
+- ``NAME.csv``: one row per sample, columns :data:`~gpumatch.telemetry.types.SAMPLE_FIELDS`
+  (empty cell = not reported). ``clock_event_reasons`` is the NVML bitmask as a decimal integer.
+- ``NAME.json`` (the sidecar): ``format`` (this layout's version), ``interval_s``, ``system``,
+  ``devices`` (DeviceInfo per GPU), ``edges`` (window-edge counters), ``xid_events``, ``stats``
+  (sampler cost) and ``meta`` (free text: card, driver, date, what ran).
+
+Parquet needs pyarrow (the ``parquet`` extra); the sidecar is the same JSON either way.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpumatch.errors import DataFileError, InputError, MissingDependencyError
+from gpumatch.telemetry.types import (
+    INT_FIELDS,
+    SAMPLE_FIELDS,
+    DeviceInfo,
+    EdgeCounters,
+    Sample,
+    SystemInfo,
+    XidEvent,
+)
+
+TRACE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SamplerStats:
+    """What sampling cost: ticks, ticks that overran the interval, and wall time per tick (s)."""
+
+    ticks: int = 0
+    overruns: int = 0
+    mean_tick_s: float = 0.0
+    max_tick_s: float = 0.0
+    gpm_reads: int = 0
+    edge_reads: int = 0
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Samples and window-edge counters of one or more GPUs over one recording."""
+
+    samples: tuple[Sample, ...]
+    devices: tuple[DeviceInfo, ...]
+    system: SystemInfo = field(default_factory=SystemInfo)
+    edges: tuple[EdgeCounters, ...] = ()
+    xid_events: tuple[XidEvent, ...] = ()
+    interval_s: float = 0.1
+    stats: SamplerStats = field(default_factory=SamplerStats)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        if not self.samples:
+            return 0.0
+        return self.samples[-1].t_s - self.samples[0].t_s
+
+    def gpu_indices(self) -> list[int]:
+        return sorted({s.gpu_index for s in self.samples} | {d.index for d in self.devices})
+
+    def for_gpu(self, index: int) -> Trace:
+        """The part of this trace that belongs to one GPU."""
+        return Trace(
+            samples=tuple(s for s in self.samples if s.gpu_index == index),
+            devices=tuple(d for d in self.devices if d.index == index),
+            system=self.system,
+            edges=tuple(e for e in self.edges if e.gpu_index == index),
+            xid_events=tuple(x for x in self.xid_events if x.gpu_index in (index, -1)),
+            interval_s=self.interval_s,
+            stats=self.stats,
+            meta=self.meta,
+        )
+
+    def sidecar(self) -> dict[str, Any]:
+        return {
+            "format": TRACE_FORMAT,
+            "interval_s": self.interval_s,
+            "system": self.system.to_dict(),
+            "devices": [d.to_dict() for d in self.devices],
+            "edges": [e.to_dict() for e in self.edges],
+            "xid_events": [asdict(x) for x in self.xid_events],
+            "stats": asdict(self.stats),
+            "meta": self.meta,
+        }
+
+
+def sidecar_path(path: Path) -> Path:
+    return path.with_suffix(".json")
+
+
+def write_trace(trace: Trace, path: Path) -> list[Path]:
+    """Write samples to ``path`` (.csv or .parquet) and the sidecar next to it; return both paths."""
+    suffix = path.suffix.lower()
+    rows = [s.to_dict() for s in trace.samples]
+    if suffix == ".csv":
+        _write_csv(rows, path)
+    elif suffix == ".parquet":
+        _write_parquet(rows, path)
+    else:
+        raise InputError(f"unknown trace file type '{path.suffix}'", "use a name ending in .csv or .parquet")
+    side = sidecar_path(path)
+    side.write_text(json.dumps(trace.sidecar(), indent=1) + "\n")
+    return [path, side]
+
+
+def _write_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(SAMPLE_FIELDS)
+        for r in rows:
+            w.writerow(["" if r[k] is None else _fmt(r[k]) for k in SAMPLE_FIELDS])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}" if abs(v) < 1e6 else f"{v:.0f}"
+    return str(v)
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError as e:
+        raise MissingDependencyError(
+            "Parquet traces need pyarrow", "pip install 'gpumatch[parquet]', or write a .csv trace instead"
+        ) from e
+    return pyarrow
+
+
+def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+    pa = _pyarrow()
+    cols = {k: [r[k] for r in rows] for k in SAMPLE_FIELDS}
+    types = {k: (pa.int64() if k in INT_FIELDS else pa.float64()) for k in SAMPLE_FIELDS}
+    table = pa.table({k: pa.array(v, type=types[k]) for k, v in cols.items()})
+    pa.parquet.write_table(table, str(path))
+
+
+def read_trace(path: Path) -> Trace:
+    """Read a trace written by :func:`write_trace` (the sidecar is optional for CSV)."""
+    if not path.exists():
+        raise InputError(f"trace file '{path}' does not exist", "give the path of a .csv or .parquet trace")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        rows = _read_csv(path)
+    elif suffix == ".parquet":
+        pa = _pyarrow()
+        rows = pa.parquet.read_table(str(path)).to_pylist()
+    else:
+        raise InputError(f"unknown trace file type '{path.suffix}'", "use a .csv or .parquet trace")
+    try:
+        samples = tuple(_sample(r) for r in rows)
+    except (KeyError, ValueError) as e:
+        raise DataFileError(f"trace '{path}' has a bad row ({e})", "was it written by gpumatch monitor?") from e
+    side = sidecar_path(path)
+    meta: dict[str, Any] = json.loads(side.read_text()) if side.exists() else {}
+    return _assemble(samples, meta)
+
+
+def _read_csv(path: Path) -> list[dict[str, Any]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [k for k in ("t_s", "gpu_index") if k not in (reader.fieldnames or [])]
+        if missing:
+            raise DataFileError(f"trace '{path}' lacks the column(s) {', '.join(missing)}",
+                                f"the header must name these columns: {', '.join(SAMPLE_FIELDS)}")
+        return list(reader)
+
+
+def _sample(row: dict[str, Any]) -> Sample:
+    kw: dict[str, Any] = {}
+    for k in SAMPLE_FIELDS:
+        v = row.get(k)
+        if v is None or v == "":
+            kw[k] = None
+        elif k in INT_FIELDS:
+            kw[k] = int(float(v))
+        else:
+            kw[k] = float(v)
+    if kw["t_s"] is None or kw["gpu_index"] is None:
+        raise ValueError("t_s and gpu_index are required")
+    return Sample(**kw)
+
+
+def _assemble(samples: tuple[Sample, ...], side: dict[str, Any]) -> Trace:
+    devices = tuple(DeviceInfo.from_dict(d) for d in side.get("devices", []))
+    if not devices:
+        devices = tuple(DeviceInfo(index=i, name="unknown") for i in sorted({s.gpu_index for s in samples}))
+    stats = side.get("stats") or {}
+    return Trace(
+        samples=samples,
+        devices=devices,
+        system=SystemInfo.from_dict(side.get("system") or {}),
+        edges=tuple(EdgeCounters.from_dict(e) for e in side.get("edges", [])),
+        xid_events=tuple(XidEvent(float(x["t_s"]), int(x["gpu_index"]), int(x["xid"]))
+                         for x in side.get("xid_events", [])),
+        interval_s=float(side.get("interval_s") or _median_step(samples)),
+        stats=SamplerStats(**{k: v for k, v in stats.items() if k in SamplerStats.__dataclass_fields__}),
+        meta=dict(side.get("meta") or {}),
+    )
+
+
+def _median_step(samples: tuple[Sample, ...]) -> float:
+    ts = sorted({s.t_s for s in samples})
+    steps = sorted(b - a for a, b in itertools.pairwise(ts))
+    return steps[len(steps) // 2] if steps else 0.1
