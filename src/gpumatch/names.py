@@ -16,6 +16,7 @@ from typing import TypeVar
 from gpumatch.errors import AmbiguousNameError, UnknownNameError
 
 T = TypeVar("T")
+_LOOKALIKES = str.maketrans({"o": "0", "l": "1", "i": "1"})
 _VENDOR_WORDS = re.compile(r"\b(nvidia|amd|intel|habana)\b")
 
 
@@ -67,15 +68,16 @@ def resolve(query: str, index: Mapping[str, list[tuple[str, T]]], what: str, lis
 def close_matches(key: str, index: Mapping[str, list[tuple[str, T]]], limit: int = 5) -> list[str]:
     """Canonical names whose normalized names or aliases look like ``key`` (a typo such as "h1OO").
 
-    A name scores the better of its difflib ratio against ``key`` and against its own prefix of
-    ``key``'s length, so a short typo still finds long names ("h1oo" ~ "h100" of "h100sxm580gb").
-    Only the best-scoring names at or above 0.5 are returned, at most ``limit``.
+    A name scores the best difflib ratio of ``key`` (and of ``key`` with the look-alike letters
+    o/l/i read as digits 0/1/1) against the name and against its prefix of ``key``'s length, so a
+    short typo still finds long names ("h1OO" ~ "h100" of "h100sxm580gb"). Only the best-scoring
+    names at or above 0.5 are returned, at most ``limit``.
     """
+    variants = {key, key.translate(_LOOKALIKES)}
     scored: dict[str, float] = {}
     for n, pairs in index.items():
         score = max(
-            difflib.SequenceMatcher(None, key, n).ratio(),
-            difflib.SequenceMatcher(None, key, n[: len(key)]).ratio(),
+            difflib.SequenceMatcher(None, k, cand).ratio() for k in variants for cand in (n, n[: len(k)])
         )
         for canonical, _ in pairs:
             scored[canonical] = max(score, scored.get(canonical, 0.0))

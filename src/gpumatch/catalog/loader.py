@@ -7,6 +7,7 @@ Built-in files live in ``gpumatch/catalog/data/gpus/*.toml``; the overlay direct
 
 from __future__ import annotations
 
+import math
 import stat
 import tomllib
 from collections.abc import Iterable
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gpumatch.catalog.schema import GpuFile, PriceFile
+from gpumatch.catalog.schema import GpuFile, PriceFile, PriceQuote
 from gpumatch.catalog.spec import GpuSpec, price_from_quote, spec_from_file
 from gpumatch.errors import DataFileError, GpumatchError
 from gpumatch.names import build_index, normalize, resolve
@@ -68,10 +69,9 @@ def validation_message(label: str, err: ValidationError) -> DataFileError:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
     extra = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
-    msg = _one_line(str(first["msg"]))
+    msg = _one_line(str(first["msg"])).removeprefix("Value error, ")
     hint = "remove the field or check its spelling" if first["type"] == "extra_forbidden" else "fix that field"
     if not where:
-        msg = msg.removeprefix("Value error, ")
         return DataFileError(f"{label}: {msg}{extra}", hint)
     return DataFileError(f"{label}: field '{where}': {msg}{extra}", hint)
 
@@ -117,7 +117,9 @@ def _load_gpu_files(files: Iterable[tuple[str, Any]], origin: str) -> list[GpuSp
     specs: list[GpuSpec] = []
     seen: dict[str, str] = {}
     for label, p in files:
-        spec = spec_from_file(validate(GpuFile, read_toml(p, label), label), origin)
+        gf = validate(GpuFile, read_toml(p, label), label)
+        _check_finite([(f"{w}.value", f.value) for w, f in gf.figures()] + _price_numbers(gf.prices), label)
+        spec = spec_from_file(gf, origin)
         key = normalize(spec.name)
         if key in seen:
             raise DataFileError(
@@ -127,6 +129,23 @@ def _load_gpu_files(files: Iterable[tuple[str, Any]], origin: str) -> list[GpuSp
         seen[key] = label
         specs.append(spec)
     return specs
+
+
+def _price_numbers(quotes: Iterable[PriceQuote], prefix: str = "prices") -> list[tuple[str, float]]:
+    out: list[tuple[str, float]] = []
+    for i, q in enumerate(quotes):
+        for key in ("usd", "usd_per_gpu_hour"):
+            v = getattr(q, key)
+            if v is not None:
+                out.append((f"{prefix}.{i}.{key}", v))
+    return out
+
+
+def _check_finite(numbers: list[tuple[str, float]], label: str) -> None:
+    """TOML allows ``inf``/``nan``; the schema's bounds let ``inf`` through, so reject it here."""
+    for where, v in numbers:
+        if not math.isfinite(v):
+            raise DataFileError(f"{label}: field '{where}': {v} is not a finite number", "fix that field")
 
 
 def _merge(base: list[GpuSpec], overlay: list[GpuSpec]) -> list[GpuSpec]:
@@ -143,6 +162,7 @@ def _apply_prices(gpus: list[GpuSpec], folder: Path) -> list[GpuSpec]:
     extra: dict[str, list[Any]] = {}
     for label, path in _overlay_files(folder):
         pf = validate(PriceFile, read_toml(path, label), label)
+        _check_finite(_price_numbers(pf.quotes, "quotes"), label)
         for i, q in enumerate(pf.quotes):
             if q.source not in pf.sources:
                 raise DataFileError(f"{label}: quotes[{i}].source {q.source!r} is not in [sources]", "add it")
