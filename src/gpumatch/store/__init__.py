@@ -13,6 +13,7 @@ Use::
 See docs/store.md for the schema and the guarantees (append-only, killed writers, concurrent writers).
 """
 
+from gpumatch.store.buffer import SampleBuffer
 from gpumatch.store.codec import canonical_json, manifest_sha256
 from gpumatch.store.migrations import MIGRATIONS
 from gpumatch.store.records import (
@@ -40,6 +41,7 @@ __all__ = [
     "MigrationRecord",
     "ResultRecord",
     "RunRecord",
+    "SampleBuffer",
     "Store",
     "canonical_json",
     "manifest_sha256",

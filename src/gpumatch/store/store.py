@@ -21,6 +21,7 @@ from typing import Any
 
 from gpumatch.errors import StoreError
 from gpumatch.store import readers
+from gpumatch.store.buffer import SampleBuffer
 from gpumatch.store.codec import canonical_json, dumps_optional, manifest_sha256
 from gpumatch.store.connection import Db, connect, translate
 from gpumatch.store.migrations import MIGRATIONS, applied_migrations, migrate
@@ -33,7 +34,7 @@ from gpumatch.store.records import (
     ResultRecord,
     RunRecord,
 )
-from gpumatch.store.samples import INSERT_SQL, SELECT_SQL, row_to_sample, sample_rows
+from gpumatch.store.samples import INSERT_SQL, SELECT_SQL, SampleRow, row_to_sample, sample_rows
 from gpumatch.store.writer import current_writer
 
 MAX_LOG_EXCERPT_CHARS = 64_000
@@ -130,9 +131,17 @@ class Store:
         """Append raw telemetry samples (all or none); returns how many. See :mod:`gpumatch.store.samples`."""
         self._check_open()
         rows = sample_rows(run_id, samples)
+        self._write_sample_rows(rows)
+        return len(rows)
+
+    def sample_buffer(self, run_id: int, flush_interval_s: float = 1.0, max_rows: int = 1000) -> SampleBuffer:
+        """A :class:`SampleBuffer` committing this run's samples every ``flush_interval_s`` or ``max_rows``."""
+        return SampleBuffer(self, run_id, flush_interval_s, max_rows)
+
+    def _write_sample_rows(self, rows: Sequence[SampleRow]) -> None:
+        self._check_open()
         if rows:
             self._db.write("adding samples", lambda c: c.executemany(INSERT_SQL, rows))
-        return len(rows)
 
     def add_result(
         self,
