@@ -157,13 +157,15 @@ def test_sparsity_flag_matches_quotes(path: Path) -> None:
         )
 
 
-@pytest.mark.parametrize("path", FILES, ids=IDS)
-def test_reported_memory_matches_quoted_mib(path: Path) -> None:
+def test_reported_memory_matches_quoted_mib() -> None:
     """A driver total quoted in MiB must be the stored byte count / 2**20 (catches hand conversion slips)."""
-    rep = load(path).memory.reported_bytes
-    if rep is None or "MiB" not in rep.says:
-        pytest.skip("no MiB reading quoted")
-    assert rep.value / 2**20 in _printed(rep.says), f"{path.name}: {rep.value:.0f} B is not a quoted MiB figure"
+    checked = 0
+    for path in FILES:
+        rep = load(path).memory.reported_bytes
+        if rep is not None and "MiB" in rep.says:
+            assert rep.value / 2**20 in _printed(rep.says), f"{path.name}: {rep.value:.0f} B is not a quoted MiB figure"
+            checked += 1
+    assert checked >= 5, "expected nvidia-smi MiB readings on at least the H100/H200/B200/L40S files"
 
 
 def test_no_alias_names_two_skus() -> None:
