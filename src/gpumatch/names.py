@@ -76,9 +76,7 @@ def close_matches(key: str, index: Mapping[str, list[tuple[str, T]]], limit: int
     variants = {key, key.translate(_LOOKALIKES)}
     scored: dict[str, float] = {}
     for n, pairs in index.items():
-        score = max(
-            difflib.SequenceMatcher(None, k, cand).ratio() for k in variants for cand in (n, n[: len(k)])
-        )
+        score = max(difflib.SequenceMatcher(None, k, cand).ratio() for k in variants for cand in (n, n[: len(k)]))
         for canonical, _ in pairs:
             scored[canonical] = max(score, scored.get(canonical, 0.0))
     best = max(scored.values(), default=0.0)

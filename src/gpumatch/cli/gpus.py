@@ -61,8 +61,9 @@ def list_gpus(
 
 
 @app.command("show", help="Show one SKU with sources. Example: gpumatch gpus show 'H100 SXM'")
-def show_gpu(name: str = typer.Argument(..., help="Canonical name or alias, e.g. h100-sxm5-80gb."),
-             fmt: Format = FormatOption) -> None:
+def show_gpu(
+    name: str = typer.Argument(..., help="Canonical name or alias, e.g. h100-sxm5-80gb."), fmt: Format = FormatOption
+) -> None:
     from gpumatch.catalog import get_gpu
 
     g = get_gpu(name)
