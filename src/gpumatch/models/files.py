@@ -81,8 +81,6 @@ def first_error(
     ``valid_names`` maps a location prefix (tuple of keys, ``()`` for top level) to the field names
     valid there, so an unknown field gets a "did you mean" from :mod:`difflib`.
     """
-    import difflib
-
     errors = err.errors()
     # An unknown field is usually a misspelling, and explains the "missing" error beside it: report it first.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
@@ -90,17 +88,33 @@ def first_error(
     where = ".".join(loc) or "(top level)"
     more = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
     if first["type"] == "extra_forbidden":
-        names = (valid_names or {}).get(loc[:-1], [])
-        close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6) if loc else []
-        hint = f"did you mean '{close[0]}'?" if close else "remove it or check its spelling"
-        if names and not close:
-            hint += f"; valid here: {', '.join(sorted(names))}"
-        return DataFileError(f"{label}: unknown field '{where}'{more}", hint)
+        return DataFileError(f"{label}: unknown field '{where}'{more}", _unknown_hint(loc, valid_names or {}))
     if first["type"] == "missing":
         return DataFileError(f"{label}: field '{where}' is missing{more}", f"add '{loc[-1] if loc else where}'")
+    msg = str(first["msg"])
+    if first["type"] == "value_error":
+        return DataFileError(f"{label}: field '{where}': {msg.removeprefix('Value error, ')}{more}", "fix that field")
     got = first.get("input")
     shown = f" (got {got!r})" if got is not None and not isinstance(got, dict | list) and len(repr(got)) < 60 else ""
-    return DataFileError(f"{label}: field '{where}': {first['msg']}{shown}{more}", "fix that field")
+    return DataFileError(f"{label}: field '{where}': {msg}{shown}{more}", "fix that field")
+
+
+def _unknown_hint(loc: tuple[str, ...], valid_names: dict[tuple[str, ...], list[str]]) -> str:
+    """ "did you mean" at the same level, else anywhere in the file (as a dotted path), else the valid names."""
+    import difflib
+
+    if not loc:
+        return "remove it or check its spelling"
+    names = valid_names.get(loc[:-1], [])
+    close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    elsewhere = {name: ".".join((*prefix, name)) for prefix, ns in valid_names.items() for name in ns if prefix}
+    close = difflib.get_close_matches(loc[-1], list(elsewhere), n=1, cutoff=0.8)
+    if close:
+        return f"did you mean '{elsewhere[close[0]]}'?"
+    hint = "remove it or check its spelling"
+    return f"{hint}; valid here: {', '.join(sorted(names))}" if names else hint
 
 
 def field_names(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], list[str]]:

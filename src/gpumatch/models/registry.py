@@ -127,4 +127,4 @@ def resolve_model(spec: str, base_dir: Path | None = None, settings: Settings | 
     try:
         return get_model(spec, settings)
     except UnknownNameError as e:
-        raise type(e)(e.message, e.hint + " (or give a path to a Hugging Face config.json)") from e
+        raise type(e)(e.message, f"{e.hint}; or give a path to a Hugging Face config.json") from e
