@@ -313,6 +313,18 @@ class Store:
         found = self._db.read("reading calibrations", lambda c: readers.calibrations(c, name, latest_only=True))
         return found[0] if found else None
 
+    def export_run(self, run_id: int, samples: bool = False) -> dict[str, Any]:
+        """One run as plain JSON-ready data: the run, its results, failures, events (and samples if asked)."""
+        out: dict[str, Any] = {
+            "run": self.run(run_id).to_dict(),
+            "results": [r.to_dict() for r in self.results(run_id)],
+            "failures": [f.to_dict() for f in self.failures(run_id)],
+            "events": [e.to_dict() for e in self.events(run_id)],
+        }
+        if samples:
+            out["samples"] = self.samples(run_id)
+        return out
+
     def manifest(self, sha256: str) -> dict[str, Any]:
         self._check_open()
         rows = self._db.read("reading a manifest", lambda c: c.execute(

@@ -1,0 +1,71 @@
+"""``gpumatch runs list|show``: what the results store holds (runs, results, failures, samples)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpumatch.cli.common import Format, FormatOption, emit, emit_object, emit_rows
+
+app = typer.Typer(help="Runs in the results store ($GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite).",
+                  no_args_is_help=True)
+
+StoreOption = typer.Option(None, "--store", help="Results store file (default: $GPUMATCH_STORE or "
+                                                 "$GPUMATCH_HOME/results.sqlite).")
+
+_LIST_COLUMNS = ["run_id", "kind", "name", "status", "started_at", "duration_s", "n_results", "n_samples",
+                 "n_failures", "manifest"]
+
+
+def _row(run: Any) -> dict[str, Any]:
+    d: dict[str, Any] = run.to_dict()
+    d["manifest"] = run.manifest_sha256[:12]
+    d["started_at"] = run.started_at[:19].replace("T", " ")
+    return d
+
+
+@app.command("list", help="List runs, newest first. Example: gpumatch runs list --kind monitor --format json")
+def list_runs(
+    kind: str = typer.Option("", help="Only runs of this kind (bench, monitor, ...)."),
+    limit: int = typer.Option(50, min=1, help="At most this many runs."),
+    store: Path | None = StoreOption,
+    fmt: Format = FormatOption,
+) -> None:
+    from gpumatch.store import open_store
+
+    with open_store(store) as st:
+        runs = st.runs(kind or None, limit)
+    if fmt is Format.json:
+        emit_rows([r.to_dict() for r in runs], fmt)
+    else:
+        emit_rows([_row(r) for r in runs], fmt, _LIST_COLUMNS)
+
+
+@app.command("show", help="Show one run with its results and failures. Example: gpumatch runs show 3")
+def show_run(
+    run_id: int = typer.Argument(..., help="Run id from 'gpumatch runs list'."),
+    samples: bool = typer.Option(False, "--samples", help="Include the raw telemetry samples (JSON/CSV)."),
+    store: Path | None = StoreOption,
+    fmt: Format = FormatOption,
+) -> None:
+    from gpumatch.store import open_store
+
+    with open_store(store) as st:
+        data = st.export_run(run_id, samples=samples)
+    if fmt is Format.json:
+        emit_object(data, fmt)
+    elif fmt is Format.csv:  # CSV: the rows a spreadsheet wants
+        emit_rows(data["samples"] if samples else data["results"], fmt,
+                  None if samples else ["result_id", "metric", "value", "unit", "config", "extra"])
+    else:
+        run = dict(data["run"])
+        run.pop("writer", None)
+        emit_object(run, fmt)
+        if data["results"]:
+            emit("")
+            emit_rows(data["results"], fmt, ["result_id", "metric", "value", "unit", "config"], title="Results")
+        if data["failures"]:
+            emit("")
+            emit_rows(data["failures"], fmt, ["failure_id", "error_class", "message", "config"], title="Failures")
