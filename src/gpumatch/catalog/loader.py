@@ -63,10 +63,13 @@ def _one_line(text: str) -> str:
 def validation_message(label: str, err: ValidationError) -> DataFileError:
     """One line naming the file, the first bad field and what pydantic expected.
 
-    Cross-field checks (model validators) carry no location; their message already starts with the
-    dotted field path (``tdp_w: source 'x' is not in [sources]``), so it is used as is.
+    An unknown field is reported first when there is one: a misspelt key ("tdp" for "tdp_w") also
+    makes the real key "missing", and the unknown one is the better clue. Cross-field checks (model
+    validators) carry no location; their message already starts with the dotted field path
+    (``tdp_w: source 'x' is not in [sources]``), so it is used as is.
     """
-    first = err.errors()[0]
+    errors = err.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     where = ".".join(str(p) for p in first["loc"])
     extra = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
     msg = _one_line(str(first["msg"])).removeprefix("Value error, ")
