@@ -1,0 +1,173 @@
+"""Decode-step and prefill timing of a Llama-shaped model with a static KV cache.
+
+Decode: one greedy step for ``batch`` sequences whose K/V caches hold ``context`` tokens
+(cache length = context, the new token written at position context-1, attention over all of it).
+Variants:
+
+- ``eager``: the step run op by op (launch-bound at small batch; the only variant on CPU);
+- ``graph``: the eager step captured once in a CUDA graph and replayed;
+- ``compiled``: the compiled layers below without a graph (CPU smoke tests);
+- ``compiled-graph``: each layer through ``torch.compile`` (inductor, default mode, dynamic shapes so one
+  compilation serves every batch and context), the whole step then captured in a CUDA graph.
+
+Prefill: one causal pass over ``batch × seq`` tokens under ``inference_mode``, logits of the last
+position only.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from gpumatch.bench.llama import Llama, attention_path, decode_logits, decode_step, rope_tables
+from gpumatch.bench.timing import synchronize, time_fn
+
+VARIANTS = ("eager", "compiled", "graph", "compiled-graph")
+
+
+def _layer_call(block: Any, x: torch.Tensor, rope: torch.Tensor, pos: torch.Tensor,
+                k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return block.forward_cached(x, rope, pos, k, v)  # type: ignore[no-any-return]
+
+
+def compiled_layer_fn() -> Callable[..., torch.Tensor]:
+    """``_layer_call`` through torch.compile (inductor, dynamic shapes); raises the dynamo cache limit."""
+    import torch._dynamo
+
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 256)
+    if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
+        torch._dynamo.config.accumulated_cache_size_limit = max(
+            torch._dynamo.config.accumulated_cache_size_limit, 1024)
+    return torch.compile(_layer_call, dynamic=True)
+
+
+def make_caches(model: Llama, batch: int, context: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer K and V caches (B, Hkv, context, D), filled with random values (never zeros)."""
+    s = model.s
+    dev, dt = model.embed.weight.device, model.embed.weight.dtype
+    caches = []
+    for _ in range(s.layers):
+        k = torch.empty(batch, s.kv_heads, context, s.head_dim, device=dev, dtype=dt).normal_(0, 1)
+        v = torch.empty(batch, s.kv_heads, context, s.head_dim, device=dev, dtype=dt).normal_(0, 1)
+        caches.append((k, v))
+    return caches
+
+
+def _capture(step: Callable[[], torch.Tensor], warmup: int) -> Callable[[], None]:
+    """Warm ``step`` on a side stream, capture it in a CUDA graph; return the replay function."""
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(max(warmup, 2)):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+def decode_case(
+    model: Llama,
+    batch: int,
+    context: int,
+    variants: Sequence[str],
+    warmup: int = 5,
+    iters: int = 30,
+    compiled: Callable[..., torch.Tensor] | None = None,
+    caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> list[dict[str, Any]]:
+    """Time one decode step at (batch, context) for each variant; one result dict per variant."""
+    dev = model.embed.weight.device
+    s = model.s
+    if caches is None:
+        caches = make_caches(model, batch, context)
+    rope_all = rope_tables(s, context, dev, model.embed.weight.dtype)
+    tokens = torch.randint(0, s.vocab, (batch, 1), device=dev)
+    pos = torch.tensor([context - 1], device=dev)
+    results = []
+    for variant in variants:
+        row: dict[str, Any] = {"kind": "decode", "batch": batch, "context": context, "variant": variant}
+        try:
+            layer_fn = compiled if variant.startswith("compiled") else None
+            if variant.startswith("compiled") and compiled is None:
+                raise RuntimeError("no compiled layer function given")
+
+            def step(layer_fn: Any = layer_fn) -> torch.Tensor:
+                return decode_step(model, tokens, pos, rope_all, caches, layer_fn)
+
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                if variant in ("eager", "compiled"):
+                    fn: Callable[[], Any] = step
+                else:
+                    if dev.type != "cuda":
+                        raise RuntimeError("CUDA graphs need a CUDA device")
+                    fn = _capture(step, warmup)
+                row["setup_s"] = time.perf_counter() - t0
+                row["timing"] = time_fn(fn, dev, warmup=warmup, iters=iters)
+            row["status"] = "ok"
+            row["tokens_per_s"] = batch / row["timing"]["median_s"]
+        except Exception as exc:  # a failed variant is a result too (recorded, not raised)
+            row["status"] = "error"
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+        results.append(row)
+    return results
+
+
+def compile_stats() -> dict[str, Any]:
+    """Dynamo's counters (graphs compiled, recompiles), to show that one compilation served all shapes."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return {}
+    return {k: dict(v) for k, v in counters.items() if k in ("stats", "recompiles", "graph_break")}
+
+
+def check_compiled(model: Llama, compiled: Callable[..., torch.Tensor], batch: int = 2,
+                   context: int = 64) -> dict[str, float]:
+    """Relative L2 error of compiled against eager decode logits (same caches, same token)."""
+    dev = model.embed.weight.device
+    caches = make_caches(model, batch, context)
+    rope_all = rope_tables(model.s, context, dev, model.embed.weight.dtype)
+    tokens = torch.randint(0, model.s.vocab, (batch, 1), device=dev)
+    pos = torch.tensor([context - 1], device=dev)
+    with torch.inference_mode():
+        ref = decode_logits(model, tokens, pos, rope_all, caches).double()
+        out = decode_logits(model, tokens, pos, rope_all, caches, compiled).double()
+    err = float((out - ref).norm() / ref.norm())
+    return {"compiled_vs_eager_rel_l2": err, "finite": bool(torch.isfinite(out).all())}
+
+
+def prefill_case(model: Llama, batch: int, seq: int, warmup: int = 2, iters: int = 6) -> dict[str, Any]:
+    """Time one prefill of batch × seq random tokens; logits of the last position only."""
+    dev = model.embed.weight.device
+    row: dict[str, Any] = {"kind": "prefill", "batch": batch, "seq": seq}
+    try:
+        rope = rope_tables(model.s, seq, dev, model.embed.weight.dtype)
+        tokens = torch.randint(0, model.s.vocab, (batch, seq), device=dev)
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        with torch.inference_mode():
+            row["timing"] = time_fn(lambda: model.prefill_logits(tokens, rope), dev, warmup=warmup, iters=iters)
+        if dev.type == "cuda":
+            row["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+        row["tokens_per_s"] = batch * seq / row["timing"]["median_s"]
+        row["attention_path"] = attention_path()
+        row["status"] = "ok"
+    except torch.cuda.OutOfMemoryError as exc:
+        row["status"] = "oom"
+        row["error"] = str(exc)[:300]
+    return row
+
+
+def free(device: torch.device) -> None:
+    """Collect garbage and hand cached blocks back so the next case starts clean."""
+    gc.collect()
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.empty_cache()

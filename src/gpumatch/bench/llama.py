@@ -1,0 +1,245 @@
+"""A lean Llama-3-shaped decoder in plain torch: RMSNorm, RoPE, GQA attention, SwiGLU MLP.
+
+Layer shapes follow Hugging Face's LlamaForCausalLM (Q/K/V fused into one projection and gate/up into
+another, which changes no parameter count and saves launches, as gpt-fast does). Attention is
+``torch.nn.functional.scaled_dot_product_attention``:
+
+- prefill and training: causal, GQA through ``enable_gqa=True`` on the flash backend when torch offers
+  it, else K/V repeated to the query heads (HF's ``repeat_kv``); :func:`attention_path` says which ran;
+- decode (one new token): the query heads of each KV group are laid out as a length-G query against that
+  group's static K/V cache (no mask, no repeat), so the K/V cache is read once per step.
+
+Weights are random (normal, std 0.02); nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from gpumatch.bench.shapes import LlamaShape
+
+_GQA_PATH: dict[str, str] = {}
+
+
+def attention_path() -> str:
+    """How prefill/training attention handled GQA in this process ('flash-gqa', 'repeat-kv' or 'unused')."""
+    return _GQA_PATH.get("path", "unused")
+
+
+def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal SDPA of q (B,H,S,D) over k, v (B,Hkv,S,D)."""
+    path = _GQA_PATH.get("path")
+    if path != "repeat-kv" and q.is_cuda:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        try:
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            _GQA_PATH["path"] = "flash-gqa"
+            return out
+        except RuntimeError:
+            _GQA_PATH["path"] = "repeat-kv"
+    if path is None and not q.is_cuda:
+        _GQA_PATH["path"] = "repeat-kv"
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) · w, computed in fp32 and cast back (HF LlamaRMSNorm)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+def rope_tables(shape: LlamaShape, positions: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """cos and sin of RoPE (rotate-half layout), stacked as (2, positions, head_dim)."""
+    d = shape.head_dim
+    inv = 1.0 / (shape.rope_theta ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d))
+    t = torch.arange(positions, device=device, dtype=torch.float32)
+    freqs = torch.outer(t, inv)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return torch.stack((emb.cos(), emb.sin())).to(dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rot * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, s: LlamaShape) -> None:
+        super().__init__()
+        self.s = s
+        self.wqkv = nn.Linear(s.hidden, (s.heads + 2 * s.kv_heads) * s.head_dim, bias=False)
+        self.wo = nn.Linear(s.heads * s.head_dim, s.hidden, bias=False)
+
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b, t, _ = x.shape
+        s = self.s
+        q, k, v = self.wqkv(x).split([s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim], -1)
+        q = q.view(b, t, s.heads, s.head_dim).transpose(1, 2)
+        k = k.view(b, t, s.kv_heads, s.head_dim).transpose(1, 2)
+        v = v.view(b, t, s.kv_heads, s.head_dim).transpose(1, 2)
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        """Full causal attention over x (B,S,h); rope is (2,S,D)."""
+        b, t, _ = x.shape
+        q, k, v = self._qkv(x)
+        q, k = _rotate(q, rope[0], rope[1]), _rotate(k, rope[0], rope[1])
+        out = _causal_attention(q, k, v)
+        y: torch.Tensor = self.wo(out.transpose(1, 2).reshape(b, t, -1))
+        return y
+
+    def forward_cached(
+        self, x: torch.Tensor, rope: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> torch.Tensor:
+        """One new token per sequence, x (B,1,h), written at ``pos`` into caches (B,Hkv,L,D); attends to all L."""
+        b = x.shape[0]
+        s = self.s
+        q, k, v = self._qkv(x)
+        q, k = _rotate(q, rope[0], rope[1]), _rotate(k, rope[0], rope[1])
+        k_cache.index_copy_(2, pos, k)
+        v_cache.index_copy_(2, pos, v)
+        group = s.heads // s.kv_heads
+        qg = q.reshape(b, s.kv_heads, group, s.head_dim)
+        out = F.scaled_dot_product_attention(qg, k_cache, v_cache)
+        y: torch.Tensor = self.wo(out.reshape(b, 1, s.heads * s.head_dim))
+        return y
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) · up(x)), gate and up fused in one projection."""
+
+    def __init__(self, s: LlamaShape) -> None:
+        super().__init__()
+        self.ffn = s.ffn
+        self.w13 = nn.Linear(s.hidden, 2 * s.ffn, bias=False)
+        self.w2 = nn.Linear(s.ffn, s.hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.w13(x).split([self.ffn, self.ffn], -1)
+        y: torch.Tensor = self.w2(F.silu(gate) * up)
+        return y
+
+
+class Block(nn.Module):
+    def __init__(self, s: LlamaShape) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(s.hidden, s.norm_eps)
+        self.attn = Attention(s)
+        self.mlp_norm = RMSNorm(s.hidden, s.norm_eps)
+        self.mlp = MLP(s)
+
+    def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), rope)
+        y: torch.Tensor = x + self.mlp(self.mlp_norm(x))
+        return y
+
+    def forward_cached(
+        self, x: torch.Tensor, rope: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> torch.Tensor:
+        x = x + self.attn.forward_cached(self.attn_norm(x), rope, pos, k_cache, v_cache)
+        y: torch.Tensor = x + self.mlp(self.mlp_norm(x))
+        return y
+
+
+class Llama(nn.Module):
+    """Embedding, ``layers`` blocks, final RMSNorm, LM head (tied to the embedding when ``shape.tied``)."""
+
+    def __init__(self, s: LlamaShape) -> None:
+        super().__init__()
+        self.s = s
+        self.embed = nn.Embedding(s.vocab, s.hidden)
+        self.layers = nn.ModuleList(Block(s) for _ in range(s.layers))
+        self.norm = RMSNorm(s.hidden, s.norm_eps)
+        self.lm_head = None if s.tied else nn.Linear(s.hidden, s.vocab, bias=False)
+        self.recompute = False
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(x, w)
+
+    def hidden_states(self, tokens: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        """Final-normed hidden states (B,S,h) of a full causal pass; rope is (2,S,D)."""
+        x = self.embed(tokens)
+        for block in self.layers:
+            if self.recompute and torch.is_grad_enabled():
+                x = checkpoint(block, x, rope, use_reentrant=False)
+            else:
+                x = block(x, rope)
+        y: torch.Tensor = self.norm(x)
+        return y
+
+    def forward(self, tokens: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        """Logits (B,S,V) for every position (training)."""
+        return self.head(self.hidden_states(tokens, rope))
+
+    def prefill_logits(self, tokens: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
+        """Logits (B,V) of the last position only, as serving engines compute them."""
+        return self.head(self.hidden_states(tokens, rope)[:, -1])
+
+
+def build_model(shape: dict[str, Any] | LlamaShape, device: torch.device, dtype: torch.dtype) -> Llama:
+    """A randomly initialized model (normal std 0.02, norms 1) built directly on ``device`` in ``dtype``."""
+    s = shape if isinstance(shape, LlamaShape) else LlamaShape.from_dict(shape)
+    with torch.device(device):
+        model = Llama(s)
+    model.to(dtype)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, 0.02)
+    return model
+
+
+def decode_logits(
+    model: Llama,
+    tokens: torch.Tensor,
+    pos: torch.Tensor,
+    rope_all: torch.Tensor,
+    caches: list[tuple[torch.Tensor, torch.Tensor]],
+    layer_fn: Any = None,
+) -> torch.Tensor:
+    """Logits (B,V) for tokens (B,1) at position ``pos`` (shape (1,)); writes their K/V into the caches.
+
+    The caches (B,Hkv,L,D) must hold positions 0..L-1 with ``pos = L-1``: attention reads all L entries.
+    ``layer_fn(block, x, rope, pos, k, v)`` replaces ``block.forward_cached`` (a compiled version, say).
+    """
+    rope = rope_all.index_select(1, pos)
+    x = model.embed(tokens)
+    for layer, (k, v) in zip(model.layers, caches, strict=True):
+        block = cast(Block, layer)
+        x = block.forward_cached(x, rope, pos, k, v) if layer_fn is None else layer_fn(block, x, rope, pos, k, v)
+    return model.head(model.norm(x))[:, -1]
+
+
+def decode_step(
+    model: Llama,
+    tokens: torch.Tensor,
+    pos: torch.Tensor,
+    rope_all: torch.Tensor,
+    caches: list[tuple[torch.Tensor, torch.Tensor]],
+    layer_fn: Any = None,
+) -> torch.Tensor:
+    """Greedy next token (B,) of :func:`decode_logits`."""
+    return decode_logits(model, tokens, pos, rope_all, caches, layer_fn).argmax(dim=-1)
