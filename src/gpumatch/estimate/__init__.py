@@ -1,1 +1,41 @@
-"""Pure estimators: memory, roofline time, communication, power and cost. No torch, no store."""
+"""Estimators: memory fit, roofline time, communication, power and cost. Pure functions, no torch, no store.
+
+Scalar: :func:`estimate` (one configuration -> :class:`Estimate`). Vectorized: :func:`evaluate` on a
+:class:`Case` whose fields are numpy arrays (the planner's path). Efficiencies come from a
+:class:`Calibration` value with its basis and provenance.
+"""
+
+from gpumatch.estimate.api import estimate, memory_curve, resolve_gpu, resolve_model
+from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from gpumatch.estimate.engine import INFER_TASKS, TASKS, TRAIN_TASKS, evaluate, memory_items, scaling
+from gpumatch.estimate.inputs import Case, ModelNums, model_nums
+from gpumatch.estimate.power import DEFAULT_SITE, Site
+from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
+from gpumatch.estimate.roofline import BOUNDS
+from gpumatch.estimate.setup import Request, build_case
+
+__all__ = [
+    "BOUNDS",
+    "DEFAULT_CALIBRATION",
+    "DEFAULT_SITE",
+    "INFER_TASKS",
+    "TASKS",
+    "TRAIN_TASKS",
+    "Calibration",
+    "Case",
+    "Estimate",
+    "MemoryEstimate",
+    "ModelNums",
+    "PriceBasis",
+    "Request",
+    "Site",
+    "build_case",
+    "estimate",
+    "evaluate",
+    "memory_curve",
+    "memory_items",
+    "model_nums",
+    "resolve_gpu",
+    "resolve_model",
+    "scaling",
+]

@@ -1,0 +1,102 @@
+"""``gpumatch estimate``: memory fit, time, power and cost of one configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from gpumatch.cli.common import Format, FormatOption, emit_object
+
+HELP = """Estimate one configuration: does it fit, how fast, at what power and cost.
+
+\b
+Examples:
+  gpumatch estimate --model llama-3.1-8b --gpu "H100 SXM" --task infer --batch 8 --prompt 1024 --gen 256
+  gpumatch estimate --model llama-3.1-70b --gpu "H100 SXM" --count 4 --tp 4 --task serve --batch 64
+  gpumatch estimate --model llama-3.2-1b --gpu h200 --task train --batch 8 --seq 2048 --recompute full
+  gpumatch estimate --model llama-3.1-8b --gpu "RTX 4090" --task qlora --batch 4 --seq 2048 --format json
+  gpumatch estimate --workload examples/chat-70b.toml --gpu "H100 SXM" --count 4 --tp 4
+"""
+
+
+def _gib(v: float) -> str:
+    return f"{v / 2**30:.2f} GiB"
+
+
+def _table_view(d: dict[str, Any]) -> dict[str, Any]:
+    mem = d["memory"]
+    view: dict[str, Any] = {
+        "fits": d["fits"],
+        "margin": f"{_gib(d['margin_bytes'])} ({d['margin_fraction'] * 100:.1f}% of capacity)",
+        "gpu": f"{d['count']} × {d['gpu']}",
+        "model": d["model"],
+        "task": d["task"],
+        "layout": " ".join(f"{k}={v}" for k, v in d["layout"].items() if v is not None),
+    }
+    for k in ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead", "total", "capacity"):
+        view[f"memory.{k}"] = _gib(mem[f"{k}_bytes"])
+    for k in ("prefill_s", "tpot_s", "decode_tokens_per_s", "e2e_s", "step_s", "tokens_per_s", "mfu", "bound",
+              "power_w", "energy_j_per_token", "usd_per_million_tokens", "scaling_efficiency", "effective_gpus"):
+        if k in d and d[k] is not None:
+            v = d[k]
+            view[k] = f"{v:.4g}" if isinstance(v, float) else v
+    if d.get("price"):
+        p = d["price"]
+        view["price"] = f"{p['kind']} ${p['usd_per_gpu_hour']:.2f}/GPU-h ({p['provider']}, {p['date']})"
+    view["basis"] = d["basis"]
+    for i, w in enumerate(d["warnings"]):
+        view[f"warning {i + 1}"] = w
+    return view
+
+
+def _workload_options(path: str) -> tuple[Any, dict[str, Any]]:
+    """(model, request options) from a workload file (gpumatch.workload)."""
+    from gpumatch.estimate.workload_bridge import options_from_workload
+    from gpumatch.workload import load_workload
+
+    wl = load_workload(path)
+    return wl.model, options_from_workload(wl)
+
+
+def estimate_cmd(
+    model: str = typer.Option("", "--model", "-m", help="Model preset (gpumatch models list) or ModelArch name."),
+    gpu: str = typer.Option(..., "--gpu", "-g", help="GPU name or alias (gpumatch gpus list)."),
+    count: int = typer.Option(None, "--count", "-n", help="GPUs in total (= tp × pp × dp)."),
+    task: str = typer.Option(None, "--task", help="infer | serve | train | finetune | lora | qlora."),
+    batch: int = typer.Option(None, "--batch", "-b", help="Micro-batch per DP rank, or concurrent sequences."),
+    seq: int = typer.Option(None, "--seq", help="Training sequence length (inference: prompt length)."),
+    prompt: int = typer.Option(None, "--prompt", help="Prompt tokens per sequence (inference)."),
+    gen: int = typer.Option(None, "--gen", help="Generated tokens per sequence (inference)."),
+    precision: str = typer.Option(None, "--precision", help="Weights: bf16 | fp16 | fp8 | int8 | int4 | fp32 | tf32."),
+    kv_precision: str = typer.Option(None, "--kv-precision", help="KV cache: bf16 | fp16 | fp8 | int8 | int4."),
+    optimizer: str = typer.Option(None, "--optimizer", help="adamw | adamw-8bit | sgd."),
+    master_weights: str = typer.Option(None, "--master-weights", help="fp32 | none (all in training precision)."),
+    recompute: str = typer.Option(None, "--recompute", help="none | selective | full."),
+    tp: int = typer.Option(None, "--tp", help="Tensor-parallel degree."),
+    pp: int = typer.Option(None, "--pp", help="Pipeline-parallel degree."),
+    dp: int = typer.Option(None, "--dp", help="Data-parallel degree."),
+    zero: int = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP full shard)."),
+    micro_batches: int = typer.Option(None, "--micro-batches", help="Micro-batches per step (grad accumulation)."),
+    workload: str = typer.Option(None, "--workload", "-w", help="A workload file instead of the flags above."),
+    fmt: Format = FormatOption,
+) -> None:
+    from gpumatch.errors import InputError
+    from gpumatch.estimate import estimate
+
+    model_arg: Any = model
+    options: dict[str, Any] = {}
+    if workload:
+        model_arg, options = _workload_options(workload)
+    elif not model:
+        raise InputError("--model is required (or --workload FILE)", "see 'gpumatch estimate --help'")
+    flags = {"task": task, "batch": batch, "seq": seq, "prompt": prompt, "gen": gen, "precision": precision,
+             "kv_precision": kv_precision, "optimizer": optimizer, "master_weights": master_weights,
+             "recompute": recompute, "tp": tp, "pp": pp, "dp": dp, "zero": zero, "micro_batches": micro_batches}
+    options.update({k: v for k, v in flags.items() if v is not None})
+    if count is None and "count" in options:
+        count = options.pop("count")
+    options.pop("count", None)
+    result = estimate(model_arg, gpu, count=count, **options)
+    d = result.to_dict()
+    emit_object(d, fmt, _table_view(d))

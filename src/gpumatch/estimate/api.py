@@ -1,0 +1,176 @@
+"""Public entry points: :func:`estimate` for one configuration, :func:`memory_curve` for growth curves.
+
+The planner evaluates many candidates at once through :func:`gpumatch.estimate.engine.evaluate` on a
+:class:`~gpumatch.estimate.inputs.Case` of numpy arrays (see :mod:`gpumatch.estimate.candidates`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gpumatch.catalog import GpuSpec, get_gpu
+from gpumatch.errors import InputError
+from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
+from gpumatch.estimate.inputs import model_nums
+from gpumatch.estimate.power import DEFAULT_SITE, Site
+from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
+from gpumatch.estimate.roofline import BOUNDS
+from gpumatch.estimate.setup import Request, build_case
+from gpumatch.models.arch import ModelArch
+
+
+def resolve_model(model: ModelArch | str) -> ModelArch:
+    """A ModelArch as given, or a preset looked up by name in :mod:`gpumatch.models`."""
+    if isinstance(model, ModelArch):
+        return model
+    import gpumatch.models as models
+
+    lookup = getattr(models, "get_model", None)
+    if lookup is None:
+        raise InputError(f"no model presets are available to resolve {model!r}", "pass a ModelArch")
+    arch = lookup(model)
+    if not isinstance(arch, ModelArch):
+        raise InputError(f"model {model!r} did not resolve to an architecture")
+    return arch
+
+
+def resolve_gpu(gpu: GpuSpec | str) -> GpuSpec:
+    return gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+
+
+def _request(count: int | None, kw: dict[str, Any]) -> Request:
+    tp, pp = int(kw.get("tp", 1)), int(kw.get("pp", 1))
+    dp = kw.get("dp")
+    if dp is None:
+        n = count if count is not None else tp * pp
+        if n % (tp * pp):
+            raise InputError(f"count {n} is not a multiple of tp×pp = {tp * pp}", "set --count = tp × pp × dp")
+        dp = n // (tp * pp)
+    kw = dict(kw, tp=tp, pp=pp, dp=int(dp))
+    req = Request(**kw)
+    if count is not None and count != req.count:
+        raise InputError(
+            f"count {count} != tp×pp×dp = {req.tp}×{req.pp}×{req.dp} = {req.count}",
+            "set --count to the product, or leave one of them out",
+        )
+    return req
+
+
+def _price(gpu: GpuSpec, metrics: dict[str, float]) -> tuple[PriceBasis | None, float, float]:
+    """(quote used, $/h, $/1M tokens): the cloud quote when known, else the amortized purchase."""
+    cloud = gpu.latest_price("cloud")
+    if cloud is not None and cloud.usd_per_gpu_hour:
+        basis = PriceBasis(cloud.kind, cloud.usd_per_gpu_hour, cloud.date.isoformat(), cloud.source_url, cloud.provider)
+        return basis, metrics["usd_per_hour_cloud"], metrics["usd_per_million_tokens_cloud"]
+    buy = gpu.latest_price("street") or gpu.latest_price("launch")
+    if buy is not None and buy.usd and not math.isnan(metrics["usd_per_hour_owned"]):
+        per_h = metrics["usd_per_hour_owned"] / metrics["count"]
+        basis = PriceBasis(f"owned ({buy.kind} ${buy.usd:,.0f}, amortized)", per_h, buy.date.isoformat(),
+                           buy.source_url, buy.provider)
+        return basis, metrics["usd_per_hour_owned"], metrics["usd_per_million_tokens_owned"]
+    return None, float("nan"), float("nan")
+
+
+def estimate(
+    model: ModelArch | str,
+    gpu: GpuSpec | str,
+    *,
+    count: int | None = None,
+    calibration: Calibration | None = None,
+    site: Site | None = None,
+    with_scaling: bool = True,
+    **options: Any,
+) -> Estimate:
+    """Estimate one configuration. ``options`` are the fields of :class:`~gpumatch.estimate.setup.Request`:
+    task, batch, seq, prompt, gen, precision, kv_precision, optimizer, master_weights, grad_bytes, recompute,
+    flash, tp, pp, dp, zero, micro_batches, sequence_parallel, lora_rank, kv_block, gpus_per_node.
+
+    Raises :class:`InputError` for impossible combinations (TP not dividing the heads, count ≠ tp·pp·dp,
+    unknown precision, a precision the GPU cannot compute).
+    """
+    unknown = set(options) - set(Request.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    arch, spec = resolve_model(model), resolve_gpu(gpu)
+    cal = calibration or DEFAULT_CALIBRATION
+    req = _request(count, options)
+    case, warnings = build_case(arch, spec, req)
+    m = model_nums(arch)
+    out = evaluate(req.task, m, case, cal, site or DEFAULT_SITE)
+    if with_scaling and req.count > 1:
+        out.update(scaling(req.task, m, case, out, cal))
+    metrics = {k: float(v) for k, v in out.items()}
+    price, usd_h, usd_m = _price(spec, metrics)
+    metrics["usd_per_hour"], metrics["usd_per_million_tokens"] = usd_h, usd_m
+    mem = MemoryEstimate({k: metrics[k] for k in _MEMORY_ITEMS})
+    if not mem.fits:
+        over = -mem.margin_bytes / 2**30
+        warnings += (f"does not fit: needs {over:.1f} GiB more than the {mem.items['capacity_bytes'] / 2**30:.1f} "
+                     f"GiB of {spec.name}",)
+    return Estimate(
+        task=req.task,
+        model=arch.name,
+        gpu=spec.name,
+        count=req.count,
+        layout={"tp": req.tp, "pp": req.pp, "dp": req.dp, "zero": req.zero, "micro_batches": req.micro_batches,
+                "batch": req.batch, "seq": int(case.seq) if req.task in TRAIN_TASKS else None,
+                "prompt": None if req.task in TRAIN_TASKS else int(case.prompt),
+                "gen": None if req.task in TRAIN_TASKS else int(case.gen),
+                "recompute": req.recompute, "flash": req.flash},
+        precision={"weights": req.precision if req.task != "qlora" else "nf4", "weight_bytes": case.weight_bytes,
+                   "kv_bytes": case.kv_bytes, "activation_bytes": case.act_bytes,
+                   "optimizer": req.optimizer if req.task in TRAIN_TASKS else None,
+                   "master_weights": req.master_weights if req.task in TRAIN_TASKS else None},
+        basis=cal.basis,
+        provenance=cal.provenance,
+        memory=mem,
+        metrics=metrics,
+        bound=BOUNDS[int(out["bound_index"])],
+        price=price,
+        warnings=warnings,
+    )
+
+
+_MEMORY_ITEMS = (
+    "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes", "overhead_bytes",
+    "total_bytes", "capacity_bytes", "logits_bytes", "cuda_context_bytes", "comm_buffer_bytes",
+    "fragmentation_bytes", "gather_buffer_bytes",
+)
+
+
+def memory_curve(
+    model: ModelArch | str,
+    gpu: GpuSpec | str,
+    *,
+    batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+    seqs: Sequence[int] = (512, 1024, 2048, 4096, 8192),
+    count: int | None = None,
+    calibration: Calibration | None = None,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """Per-GPU memory over a grid of batch sizes × sequence lengths (seed: "逐步增加批量或序列长度").
+
+    For inference the sequence is the prompt length. Rows: batch, seq, the memory items, fits.
+    """
+    arch, spec = resolve_model(model), resolve_gpu(gpu)
+    req = _request(count, options)
+    case, _ = build_case(arch, spec, req)
+    b, s = np.meshgrid(np.asarray(batches, float), np.asarray(seqs, float), indexing="ij")
+    b, s = b.ravel(), s.ravel()
+    grid = replace(case, batch=b, seq=s) if req.training else replace(case, batch=b, prompt=s)
+    out = evaluate(req.task, model_nums(arch), grid, calibration or DEFAULT_CALIBRATION)
+    keys = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes",
+            "overhead_bytes", "total_bytes")
+    rows = []
+    for i in range(b.size):
+        row: dict[str, Any] = {"batch": int(b[i]), "seq": int(s[i])}
+        row.update({k: float(np.broadcast_to(out[k], b.shape)[i]) for k in keys})
+        row["fits"] = bool(row["total_bytes"] <= float(np.broadcast_to(out["capacity_bytes"], b.shape)[i]))
+        rows.append(row)
+    return rows

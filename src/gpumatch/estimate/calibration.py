@@ -1,0 +1,119 @@
+"""Efficiencies and overheads that turn peak numbers into honest estimates.
+
+A :class:`Calibration` is a frozen value with a ``basis`` ("assumed" or "calibrated") and a
+``provenance`` string saying where its numbers come from. The estimators never read a store: a
+calibration fitted from measurements is passed in as a value (``Calibration.from_dict``).
+
+Efficiency curves depend on operator size, as measured kernels do (estimator-formulas.md, D):
+``eta(x) = eta_max * x / (x + x_half)``, a saturating curve that is ``eta_max / 2`` at ``x_half``.
+
+Default numbers (basis "assumed") and where they come from:
+- ``gemm_efficiency_max = 0.80``: an 8192^3 bf16 matmul ran at 769-798 TFLOP/s on H100/H200 machines
+  of the device pool (device notes KINDS.md, 2026-10-28 .. 2026-11-13) against a dense peak of 989.5.
+- ``gemm_half_flops = 2e10``: assumed (medium GEMMs, 4096^3 = 1.4e11 FLOP, reach about 0.7 of peak).
+- ``memory_efficiency_max = 0.88``: device-to-device copies moved 3.0 TB/s of 3.35 (H100) and
+  4.3 of 4.8 TB/s (H200) (KINDS.md), i.e. 0.90; GEMV-style weight streaming assumed slightly lower.
+- ``attention_efficiency_max = 0.50``: FlashAttention-2 forward reaches 50-70 % of A100 peak (Dao 2023,
+  arXiv:2307.08691, section 4.1) and less on H100 (FA3 paper, Shah et al. 2024: FA2 ~35 % on H100).
+- ``nvlink_efficiency = 0.78``: NCCL all-reduce bus bandwidth 329-361 GB/s on 2-8 H100 NVLink
+  against 450 GB/s per direction (KINDS.md).
+- power: idle 12 % of TDP (H200 probe: 86 W idle at 700 W TDP, benchmark-method.md section 3);
+  compute-bound work at the power cap (681-689 W sustained in a bf16 GEMM, same probe).
+- everything else: assumed, stated per field below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from gpumatch.errors import InputError
+from gpumatch.estimate._num import Num
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Efficiencies (fractions of peak) and overheads (SI) used by every estimator."""
+
+    basis: str = "assumed"
+    provenance: str = "assumed: documented defaults (docs/estimators.md), not fitted on any card"
+    # compute
+    gemm_efficiency_max: float = 0.80
+    gemm_half_flops: float = 2e10
+    attention_efficiency_max: float = 0.50
+    attention_half_flops: float = 5e9
+    # memory traffic
+    memory_efficiency_max: float = 0.88
+    memory_half_bytes: float = 2e6
+    elementwise_bytes_per_token_hidden: float = 24.0
+    """Bytes moved per token per hidden unit per layer by norms, residual adds, RoPE and casts (assumed)."""
+    # launch and host overheads
+    kernel_overhead_s: float = 2.5e-6
+    kernels_per_layer: float = 10.0
+    decode_step_overhead_s: float = 30e-6
+    prefill_overhead_s: float = 200e-6
+    train_step_overhead_s: float = 2e-3
+    optimizer_traffic_factor: float = 2.0
+    """Optimizer bytes moved / (state + grad + weight bytes): ~1.75 fused AdamW, ~5 foreach (assumed 2)."""
+    # links (fractions of the per-direction datasheet bandwidth) and latencies
+    nvlink_efficiency: float = 0.78
+    pcie_efficiency: float = 0.80
+    network_efficiency: float = 0.85
+    collective_latency_s: float = 10e-6
+    nvlink_hop_latency_s: float = 1.5e-6
+    pcie_hop_latency_s: float = 4e-6
+    network_hop_latency_s: float = 6e-6
+    internode_bytes_per_s: float = 50e9
+    """Per-GPU network bandwidth between nodes, one 400 Gb/s NIC per GPU (DGX H100 reference design)."""
+    dp_overlap_fraction: float = 0.8
+    """Share of the backward pass that can hide the data-parallel gradient sync (assumed)."""
+    tp_overlap_fraction: float = 0.0
+    # memory overheads
+    cuda_context_bytes: float = 0.6e9
+    nccl_buffer_bytes_per_group: float = 0.25e9
+    fragmentation_fraction: float = 0.05
+    logits_bytes_per_element: float = 10.0
+    """Training logits: bf16 logits (2) + fp32 upcast (4) + fp32 log-softmax saved by the loss (4)."""
+    # power (fractions of TDP)
+    idle_power_fraction: float = 0.12
+    compute_power_fraction: float = 1.0
+    memory_power_fraction: float = 0.65
+    comm_power_fraction: float = 0.35
+    host_power_fraction: float = 0.20
+
+    def gemm_efficiency(self, flops_per_call: Num) -> Num:
+        """Fraction of the dense peak a GEMM of ``flops_per_call`` FLOP reaches."""
+        return self.gemm_efficiency_max * flops_per_call / (flops_per_call + self.gemm_half_flops)
+
+    def attention_efficiency(self, flops_per_call: Num) -> Num:
+        """Fraction of the dense peak a fused attention kernel of ``flops_per_call`` FLOP reaches."""
+        return self.attention_efficiency_max * flops_per_call / (flops_per_call + self.attention_half_flops)
+
+    def memory_efficiency(self, bytes_per_call: Num) -> Num:
+        """Fraction of HBM bandwidth a kernel moving ``bytes_per_call`` bytes reaches."""
+        return self.memory_efficiency_max * bytes_per_call / (bytes_per_call + self.memory_half_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        """Build from a JSON object; unknown keys are an error, missing keys keep their defaults."""
+        names = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise InputError(f"unknown calibration field(s): {', '.join(unknown)}", "see docs/estimators.md")
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in ("basis", "provenance"):
+                values[key] = str(value)
+            elif isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise InputError(f"calibration field {key} must be a non-negative number, got {value!r}")
+            else:
+                values[key] = float(value)
+        if values.get("basis", "assumed") not in ("assumed", "calibrated"):
+            raise InputError("calibration basis must be 'assumed' or 'calibrated'")
+        return replace(cls(), **values)
+
+
+DEFAULT_CALIBRATION = Calibration()

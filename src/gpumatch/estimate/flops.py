@@ -1,0 +1,75 @@
+"""Floating-point work per token and per layer (estimator-formulas.md section C).
+
+Sources:
+- Dense matmul FLOPs = 2 × multiply-accumulates, so a forward token costs ``2·P`` over the active
+  matmul weights (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", section 2.1;
+  EleutherAI "Transformer Math 101").
+- Attention scores and A·V: ``4·a·d·ctx`` per token per layer (``2·a·(d_qk + d_v)·ctx`` in general);
+  a causal prefill of ``s`` tokens attends on average to ``(s + 1)/2`` of them.
+- Training: backward = 2 × forward for matmuls (activation and weight gradients; Narayanan et al. 2021,
+  "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", section 5.1);
+  full recompute adds one forward; frozen weights (LoRA/QLoRA) skip the weight-gradient GEMMs.
+  Flash-attention backward recomputes the scores: 5 matmuls against 2 in forward, i.e. 2.5 × forward
+  (Dao 2023, FlashAttention-2, section 3.1.2); a materialized backward is 2 × forward; selective
+  recompute (Korthikanti et al. 2022) re-runs only the attention core.
+- MoE: active experts (top-k) set the FLOPs; the expected number of distinct experts that ``b`` tokens
+  touch, ``E·(1 − (1 − k/E)^b)``, sets the weight bytes read in a decode step (uniform routing assumed).
+"""
+
+from __future__ import annotations
+
+from gpumatch.estimate._num import Num
+from gpumatch.estimate.inputs import Case, ModelNums
+
+
+def layer_gemm_flops(m: ModelNums, tokens: Num) -> Num:
+    """Forward GEMM FLOPs of one layer for ``tokens`` tokens (unsharded)."""
+    return 2.0 * tokens * m.layer_matmul_params_active
+
+
+def attention_flops(m: ModelNums, tokens: Num, context: Num) -> Num:
+    """Forward score and A·V FLOPs of one layer for ``tokens`` queries attending ``context`` keys each."""
+    return 2.0 * m.attention_dot_dim * context * tokens
+
+
+def head_flops(m: ModelNums, tokens: Num) -> Num:
+    """LM-head FLOPs for ``tokens`` positions."""
+    return 2.0 * tokens * m.vocab * m.hidden
+
+
+def prefill_context(prompt: Num) -> Num:
+    """Mean keys attended per query in a causal pass over ``prompt`` tokens."""
+    return (prompt + 1.0) / 2.0
+
+
+def decode_context(prompt: Num, gen: Num) -> Num:
+    """Mean keys attended per decode step over ``gen`` generated tokens after a ``prompt``."""
+    return prompt + (gen + 1.0) / 2.0
+
+
+def forward_flops_per_token(m: ModelNums, context: Num) -> Num:
+    """Forward FLOPs of one token at mean attended ``context`` (all layers, LM head included)."""
+    return 2.0 * m.matmul_params_active + m.layers * attention_flops(m, 1.0, context)
+
+
+def training_multipliers(c: Case) -> tuple[Num, Num]:
+    """(GEMM, attention-core) work per training step in units of one forward (module docstring)."""
+    gemm = 2.0 + c.full_train + c.rc_full
+    attn_bwd = c.flash * 2.5 + (1.0 - c.flash) * 2.0
+    attn = 1.0 + attn_bwd + c.rc_full + c.rc_selective * (1.0 - c.flash) * (1.0 - c.rc_full)
+    return gemm, attn
+
+
+def model_flops_per_token_train(m: ModelNums, c: Case) -> Num:
+    """Algorithmic training FLOPs per token (no recompute) for MFU: (6 or 4)·P + 3 × attention (causal)."""
+    gemm = (2.0 + c.full_train) * 2.0 * m.matmul_params_active
+    return gemm + 3.0 * m.layers * attention_flops(m, 1.0, prefill_context(c.seq))
+
+
+def moe_extra_weight_params(m: ModelNums, batch: Num) -> Num:
+    """Per-layer (averaged) expert weights read beyond the top-k when ``batch`` tokens route independently."""
+    if m.experts <= 0:
+        return 0.0
+    k, e = m.experts_per_token, m.experts
+    touched = e * (1.0 - (1.0 - k / e) ** batch)
+    return (touched - k) * m.expert_params_per_layer * m.moe_layers / m.layers

@@ -1,0 +1,163 @@
+"""Numeric inputs of the estimators: a model's shape constants and one configuration's numbers.
+
+:class:`ModelNums` flattens a :class:`~gpumatch.models.arch.ModelArch` into the floats the formulas
+use (computed once per model). :class:`Case` holds the numbers of one configuration -- or, with numpy
+arrays in its fields, of many (structure-of-arrays, broadcasting) -- so the planner evaluates 10^5
+candidates in one call of the same formulas the scalar :func:`gpumatch.estimate.estimate` uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpumatch.estimate._num import Num
+from gpumatch.models.arch import ModelArch
+
+
+@dataclass(frozen=True)
+class ModelNums:
+    """Shape constants of one model (counts, not bytes). Per-layer values are averages over layers."""
+
+    layers: float
+    hidden: float
+    heads: float
+    kv_heads: float
+    head_dim: float
+    vocab: float
+    gated: bool
+    params_total: float
+    params_active: float
+    embed_params: float
+    head_params: float
+    layer_params: float
+    layer_matmul_params_active: float
+    layer_attention_params: float
+    qkv_width: float
+    kv_elems_per_token_layer: float
+    kv_shard_heads: float
+    attention_dot_dim: float
+    mlp_inner_width: float
+    experts: float
+    experts_per_token: float
+    expert_params_per_layer: float
+    moe_layers: float
+    lora_params_per_rank_layer: float
+
+    @property
+    def matmul_params_active(self) -> float:
+        """Active weights used in GEMMs per token, including the LM head (tied or not)."""
+        return self.layers * self.layer_matmul_params_active + self.vocab * self.hidden
+
+
+@lru_cache(maxsize=256)
+def model_nums(m: ModelArch) -> ModelNums:
+    """Flatten ``m`` (see ModelArch for the parameter accounting and its sources)."""
+    h, L = float(m.hidden_size), float(m.layers)
+    embed = float(m.vocab_size * m.hidden_size)
+    head = 0.0 if m.tied_embeddings else embed
+    body_total = m.params_total - embed - head - h
+    body_active = m.params_active - embed - head - h
+    norms = m.norms_per_layer * h
+    attn = float(m.attention_params())
+    if m.uses_mla:
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        dot_dim = float(m.heads * (qk + m.v_head_dim))
+        qkv_width = float(m.heads * qk + m.kv_lora_rank + m.qk_rope_head_dim)
+        kv_shard = 1.0
+    else:
+        dot_dim = float(2 * m.heads * m.head_dim)
+        qkv_width = float(m.head_dim * (m.heads + 2 * m.kv_heads))
+        kv_shard = float(m.kv_heads)
+    inner, expert = float(m.ffn_size), 0.0
+    if m.is_moe:
+        moe_inner = (m.experts_per_token + m.shared_experts) * m.moe_ffn_size
+        inner = (moe_inner * m.moe_layers + m.ffn_size * m.dense_layers) / m.layers
+        expert = float(m.mlp_params(m.moe_ffn_size))
+    mlp_in_out = 3 if m.gated_mlp else 2
+    q_out = m.heads * m.head_dim
+    lora_rank1 = (h + q_out) * 2 + (h + m.kv_heads * m.head_dim) * 2 + mlp_in_out * (h + m.ffn_size)
+    return ModelNums(
+        layers=L,
+        hidden=h,
+        heads=float(m.heads),
+        kv_heads=float(m.kv_heads),
+        head_dim=float(m.head_dim),
+        vocab=float(m.vocab_size),
+        gated=m.gated_mlp,
+        params_total=float(m.params_total),
+        params_active=float(m.params_active),
+        embed_params=embed,
+        head_params=head,
+        layer_params=body_total / L,
+        layer_matmul_params_active=(body_active - L * norms) / L,
+        layer_attention_params=attn,
+        qkv_width=qkv_width,
+        kv_elems_per_token_layer=m.kv_bytes_per_token(1.0) / L,
+        kv_shard_heads=kv_shard,
+        attention_dot_dim=dot_dim,
+        mlp_inner_width=float(inner),
+        experts=float(m.experts),
+        experts_per_token=float(m.experts_per_token),
+        expert_params_per_layer=expert,
+        moe_layers=float(m.moe_layers),
+        lora_params_per_rank_layer=float(lora_rank1),
+    )
+
+
+@dataclass
+class Case:
+    """Numbers of one configuration, or arrays of them (every field broadcasts against the others).
+
+    GPU: ``capacity_bytes`` usable memory; ``bandwidth_bytes_per_s`` HBM; ``peak_flops_per_s`` dense peak of
+    the compute path (NaN = unsupported); ``tdp_w``; links per direction: ``scaleup_bytes_per_s`` (0 if none)
+    within ``scaleup_domain`` GPUs, ``pcie_bytes_per_s`` (already halved when there is no P2P), and
+    ``usd_per_gpu_hour`` (cloud) and ``purchase_usd`` per GPU (NaN = unknown).
+    Layout: ``tp``, ``pp``, ``dp``, ``zero`` (0-3; 3 = FSDP full shard), ``micro_batches`` per step and
+    pipeline, ``gpus_per_node``. Workload: ``batch`` (micro-batch per DP rank / concurrent sequences),
+    ``seq`` (training), ``prompt`` and ``gen`` tokens (inference), ``kv_block`` tokens.
+    Precisions in bytes per element: ``weight_bytes``, ``act_bytes``, ``kv_bytes``, ``grad_bytes``,
+    ``opt_bytes`` (optimizer state per trainable parameter, master copy included). Flags (0/1):
+    ``rc_full``, ``rc_selective``, ``flash``, ``seq_parallel``, ``full_train`` (1 full, 0 adapters only);
+    ``lora_rank``; ``adapter_bytes`` per adapter parameter (weights and gradients) and ``adapter_opt_bytes``
+    (optimizer state per adapter parameter).
+    """
+
+    capacity_bytes: Num
+    bandwidth_bytes_per_s: Num
+    peak_flops_per_s: Num
+    tdp_w: Num
+    scaleup_bytes_per_s: Num = 0.0
+    scaleup_domain: Num = 1.0
+    pcie_bytes_per_s: Num = 32e9
+    pcie_p2p: Num = 1.0
+    usd_per_gpu_hour: Num = float("nan")
+    purchase_usd: Num = float("nan")
+    tp: Num = 1.0
+    pp: Num = 1.0
+    dp: Num = 1.0
+    zero: Num = 0.0
+    micro_batches: Num = 1.0
+    gpus_per_node: Num = 8.0
+    batch: Num = 1.0
+    seq: Num = 2048.0
+    prompt: Num = 512.0
+    gen: Num = 256.0
+    kv_block: Num = 1.0
+    weight_bytes: Num = 2.0
+    act_bytes: Num = 2.0
+    kv_bytes: Num = 2.0
+    grad_bytes: Num = 2.0
+    opt_bytes: Num = 12.0
+    rc_full: Num = 0.0
+    rc_selective: Num = 0.0
+    flash: Num = 1.0
+    seq_parallel: Num = 1.0
+    full_train: Num = 1.0
+    lora_rank: Num = 0.0
+    adapter_bytes: Num = 4.0
+    adapter_opt_bytes: Num = 8.0
+
+    @property
+    def count(self) -> Num:
+        return self.tp * self.pp * self.dp

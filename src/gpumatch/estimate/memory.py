@@ -1,0 +1,150 @@
+"""Per-GPU memory, itemized, for training (full, LoRA, QLoRA) and inference (single run, serving).
+
+Sources (restated in ../shared/notes/estimator-formulas.md section B):
+- Model states: Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+  Models", section 3.1 and Figure 1: 2 bytes of fp16 parameters, 2 of fp16 gradients and K = 12 bytes of
+  optimizer state (fp32 master, momentum, variance) per parameter; stage 1 shards the optimizer state,
+  stage 2 also the gradients, stage 3 also the parameters, over the data-parallel degree N_d.
+- Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+  section 4 and Table 2: per layer ``s·b·h·(34 + 5·a·s/h)`` bytes for a GPT block (16-bit activations,
+  1-byte dropout masks); tensor parallelism divides 24 of the 34 (and the score term), sequence
+  parallelism the remaining 10; selective recompute drops ``5·a·s²·b``; full recompute keeps ``2·s·b·h``.
+  Generalized here term by term to GQA (K and V are ``a_kv·d`` wide), gated MLPs (four ``s·b·f`` tensors
+  saved: gate output, its activation, up output, product), no dropout, and flash attention (scores
+  replaced by the fp32 log-sum-exp ``4·a·s·b``). Pipeline: the first 1F1B stage holds
+  ``min(m, p)`` micro-batches of its ``L/p`` layers (Korthikanti section 4.2.3).
+- KV cache: ``2·a_kv·d·β`` per token per layer, divided by TP up to the number of KV heads, times
+  concurrent sequences times their tokens rounded up to the cache block (vLLM PagedAttention, Kwon et al.
+  2023, block size 16).
+"""
+
+from __future__ import annotations
+
+from gpumatch.estimate._num import Num, ceil_div, vmin, where
+from gpumatch.estimate.calibration import Calibration
+from gpumatch.estimate.inputs import Case, ModelNums
+
+
+def layers_per_stage(m: ModelNums, pp: Num) -> Num:
+    """Layers on the most loaded pipeline stage (``ceil(L/p)``)."""
+    return ceil_div(m.layers, pp)
+
+
+def weight_params_per_gpu(m: ModelNums, c: Case) -> Num:
+    """Parameters held per GPU: the worst pipeline stage (layers + embedding or LM head), ÷ TP, ÷ DP at ZeRO-3.
+
+    With ``pp = 1`` the GPU holds the embedding and the (untied) head; with ``pp > 1`` the first stage holds
+    the embedding and the last the head, so the worst stage holds one ``V·h`` matrix.
+    """
+    edge = where(c.pp > 1, m.embed_params, m.embed_params + m.head_params)
+    per_stage = layers_per_stage(m, c.pp) * m.layer_params + edge + m.hidden
+    sharded = per_stage / c.tp
+    return where(c.zero >= 3, sharded / c.dp, sharded)
+
+
+def adapter_params_per_gpu(m: ModelNums, c: Case) -> Num:
+    """LoRA adapter parameters (rank ``r`` on every linear layer of a block) per GPU."""
+    return layers_per_stage(m, c.pp) * m.lora_params_per_rank_layer * c.lora_rank / c.tp
+
+
+def model_state_bytes(m: ModelNums, c: Case, training: bool) -> tuple[Num, Num, Num]:
+    """(weights, gradients, optimizer) bytes per GPU (ZeRO section 3.1; module docstring)."""
+    base = weight_params_per_gpu(m, c) * c.weight_bytes
+    if not training:
+        return base, 0.0, 0.0
+    adapters = adapter_params_per_gpu(m, c)
+    trainable = where(c.full_train > 0, weight_params_per_gpu(m, c) * where(c.zero >= 3, c.dp, 1.0), adapters)
+    weights = base + (1.0 - c.full_train) * adapters * c.adapter_bytes
+    grad_b = where(c.full_train > 0, c.grad_bytes, c.adapter_bytes)
+    opt_b = where(c.full_train > 0, c.opt_bytes, c.adapter_opt_bytes)
+    grads = trainable * grad_b / where(c.zero >= 2, c.dp, 1.0)
+    opt = trainable * opt_b / where(c.zero >= 1, c.dp, 1.0)
+    return weights, grads, opt
+
+
+def layer_activation_bytes(
+    m: ModelNums,
+    tokens: Num,
+    seq: Num,
+    c: Case,
+    dropout: bool = False,
+) -> Num:
+    """Activation bytes one transformer layer saves for backward (Korthikanti Table 2, generalized).
+
+    ``tokens = s·b`` of one micro-batch. Returns per-GPU bytes with TP (and SP) splits applied; with
+    ``rc_full`` only the layer input ``2·s·b·h`` (÷ TP under SP) is kept.
+    """
+    a_bytes = c.act_bytes
+    h, mask = m.hidden, (1.0 if dropout else 0.0)
+    # replicated across TP ranks unless sequence parallel: norm inputs, QKV input, MLP input, dropout masks
+    repl = tokens * (a_bytes * 4.0 * h + mask * 2.0 * h)
+    # split across TP ranks: Q, K, V, attention output, MLP internals
+    mlp = a_bytes * (4.0 if m.gated else 2.0) * m.mlp_inner_width
+    split = tokens * (a_bytes * (m.qkv_width + h) + mlp)
+    # softmax output (kept for its backward and for A·V), plus dropout mask and output when dropout is on
+    scores = m.heads * seq * tokens * (a_bytes + mask * (1.0 + a_bytes))
+    scores = scores * (1.0 - c.rc_selective)
+    lse = 4.0 * m.heads * tokens
+    attn_core = where(c.flash > 0, lse, scores)
+    repl_per_gpu = where(c.seq_parallel > 0, repl / c.tp, repl)
+    full = repl_per_gpu + (split + attn_core) / c.tp
+    kept_input = tokens * a_bytes * h / where(c.seq_parallel > 0, c.tp, 1.0)
+    return where(c.rc_full > 0, kept_input, full)
+
+
+def training_activation_bytes(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num]:
+    """(activations, logits) bytes per GPU for one training step (module docstring).
+
+    Layers alive: ``ceil(L/p) · min(m, p)`` on the first 1F1B stage. Full recompute adds one layer's
+    full activations while that layer's backward runs. Logits ``s·b·V`` at ``cal.logits_bytes_per_element``
+    live on the last stage (÷ TP: vocab-parallel head and loss).
+    """
+    tokens = c.seq * c.batch
+    per_layer = layer_activation_bytes(m, tokens, c.seq, c)
+    alive = layers_per_stage(m, c.pp) * vmin(c.micro_batches, c.pp)
+    acts = per_layer * alive
+    recompute_peak = where(c.rc_full > 0, layer_activation_bytes(m, tokens, c.seq, _no_recompute(c)), 0.0)
+    logits = tokens * m.vocab * cal.logits_bytes_per_element / c.tp
+    return acts + recompute_peak, logits
+
+
+def _no_recompute(c: Case) -> Case:
+    from dataclasses import replace
+
+    return replace(c, rc_full=0.0)
+
+
+def inference_activation_bytes(m: ModelNums, c: Case, chunk_tokens: Num) -> Num:
+    """Peak transient bytes of one layer's forward at ``chunk_tokens`` tokens (buffers are reused).
+
+    Residual stream in and out, the QKV output, the MLP intermediates (3 tensors of width f for gated MLPs,
+    2 otherwise), scores when materialized, and the last position's logits in bf16 + fp32 for sampling.
+    """
+    t, ab = chunk_tokens, c.act_bytes
+    width = 3.0 if m.gated else 2.0
+    layer = t * ab * (2.0 * m.hidden + (m.qkv_width + width * m.mlp_inner_width) / c.tp)
+    seq = chunk_tokens / c.batch
+    scores = where(c.flash > 0, 0.0, m.heads / c.tp * seq * t * (ab + 4.0))
+    logits = c.batch * m.vocab * (ab + 4.0) / c.tp
+    return layer + scores + logits
+
+
+def kv_cache_bytes(m: ModelNums, c: Case, tokens_per_seq: Num) -> Num:
+    """KV-cache bytes per GPU for ``batch`` sequences of ``tokens_per_seq`` tokens (module docstring)."""
+    blocks = ceil_div(tokens_per_seq, c.kv_block) * c.kv_block
+    shard = vmin(c.tp, m.kv_shard_heads)
+    per_token = m.kv_elems_per_token_layer * c.kv_bytes * layers_per_stage(m, c.pp) / shard
+    return c.batch * blocks * per_token
+
+
+def overhead_bytes(m: ModelNums, c: Case, dynamic_bytes: Num, cal: Calibration) -> tuple[Num, Num, Num, Num]:
+    """(CUDA context, NCCL buffers, fragmentation, ZeRO-3 gather buffers) bytes per GPU.
+
+    One NCCL communicator per parallel dimension larger than 1; fragmentation is a fraction of the
+    dynamically allocated bytes; ZeRO-3/FSDP keeps two gathered layers (current + prefetch) in 16 bit.
+    """
+    groups = where(c.tp > 1, 1.0, 0.0) + where(c.pp > 1, 1.0, 0.0) + where(c.dp > 1, 1.0, 0.0)
+    nccl = groups * cal.nccl_buffer_bytes_per_group
+    frag = dynamic_bytes * cal.fragmentation_fraction
+    gather = where(c.zero >= 3, 2.0 * m.layer_params / c.tp * c.weight_bytes, 0.0)
+    return cal.cuda_context_bytes, nccl, frag, gather

@@ -1,0 +1,104 @@
+"""Precisions: bytes per stored element and the peak a computation actually runs at.
+
+Sources:
+- int4 group-wise quantization (GPTQ/AWQ, group 128): 4 bits per weight plus an FP16 scale and a
+  packed zero per group, about +0.25 bit per weight (estimator-formulas.md section 12):
+  ``0.5 + 4/128`` bytes.
+- NF4 (QLoRA, Dettmers et al. 2023, section 3 "Double Quantization"): 4 bits plus 0.127 bit per
+  parameter of quantization constants after double quantization: ``0.5 + 0.127/8`` bytes.
+- MXFP4 (OCP Microscaling Formats v1.0, 2023): 4-bit elements with one 8-bit shared scale per 32:
+  ``0.5 + 1/32`` bytes; computes at the FP4 peak (Blackwell).
+- Compute dtype chosen by the kernel: W4A16 and NF4 dequantize to 16 bit and run at the BF16/FP16 peak;
+  W8A8 INT8 and FP8 run at their own peak; FP32 matmuls without TF32 run on the non-tensor FP32
+  rate (PyTorch's default since 1.12 is ``allow_tf32 = False`` for matmuls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpumatch.catalog import GpuSpec
+from gpumatch.errors import InputError
+
+WEIGHT_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4")
+KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+
+BYTES_PER_ELEMENT: dict[str, float] = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5 + 4.0 / 128.0,
+    "nf4": 0.5 + 0.127 / 8.0,
+    "fp4": 0.5 + 1.0 / 32.0,
+}
+
+# Which peak-FLOP/s key of the catalog a weight precision computes at (first one present wins).
+_COMPUTE_PATH: dict[str, tuple[str, ...]] = {
+    "fp32": ("fp32",),
+    "tf32": ("tf32",),
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("fp16", "bf16"),
+    "fp8": ("fp8",),
+    "int8": ("int8",),
+    "int4": ("bf16", "fp16"),
+    "nf4": ("bf16", "fp16"),
+    "fp4": ("fp4",),
+}
+
+
+@dataclass(frozen=True)
+class ComputePath:
+    """The peak a precision runs at on one GPU. ``peak_flops_per_s`` is None when unsupported."""
+
+    precision: str
+    compute_key: str
+    peak_flops_per_s: float | None
+    warning: str = ""
+
+
+def bytes_per_element(precision: str) -> float:
+    """Stored bytes per element, including group-scale overhead for 4-bit formats."""
+    try:
+        return BYTES_PER_ELEMENT[precision]
+    except KeyError:
+        raise InputError(
+            f"unknown precision {precision!r}", f"use one of {', '.join(WEIGHT_PRECISIONS)}"
+        ) from None
+
+
+def compute_path(gpu: GpuSpec, precision: str) -> ComputePath:
+    """Peak dense FLOP/s of the path ``precision`` computes on (see module docstring)."""
+    keys = _COMPUTE_PATH.get(precision)
+    if keys is None:
+        raise InputError(f"unknown precision {precision!r}", f"use one of {', '.join(WEIGHT_PRECISIONS)}")
+    for key in keys:
+        peak = gpu.peak(key)
+        if peak:
+            warn = ""
+            if key == "fp32":
+                warn = (
+                    f"fp32 matmuls run on the non-tensor FP32 rate of {gpu.name} ({peak / 1e12:.0f} TFLOP/s); "
+                    "enable TF32 (--precision tf32) or use bf16 to reach the tensor cores"
+                )
+            return ComputePath(precision, key, peak, warn)
+    return ComputePath(precision, keys[0], None, unsupported_reason(gpu, precision))
+
+
+def unsupported_reason(gpu: GpuSpec, precision: str) -> str:
+    """One sentence saying why ``precision`` has no hardware path on ``gpu``."""
+    if precision == "fp4":
+        return f"{gpu.name} ({gpu.architecture}) has no FP4 tensor path (needs Blackwell); use fp8, int4 or bf16"
+    if precision == "fp8":
+        return (
+            f"{gpu.name} ({gpu.architecture}) has no FP8 tensor path (FP8 needs Ada, Hopper or newer); "
+            "use bf16, int8 or int4 weights"
+        )
+    return f"{gpu.name} has no {precision} compute path in the catalog; use bf16 or fp16"
+
+
+def activation_precision(weight_precision: str) -> str:
+    """Activation/KV default for a weight precision: 16-bit unless the weights are fp32."""
+    return "fp32" if weight_precision in ("fp32", "tf32") else "bf16"

@@ -1,0 +1,126 @@
+"""Frozen result values of the scalar API, with the JSON contract of ``gpumatch estimate --format json``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MEMORY_KEYS = (
+    "weights_bytes",
+    "gradients_bytes",
+    "optimizer_bytes",
+    "activations_bytes",
+    "kv_cache_bytes",
+    "overhead_bytes",
+    "total_bytes",
+    "capacity_bytes",
+)
+MEMORY_DETAIL_KEYS = (
+    "logits_bytes",
+    "cuda_context_bytes",
+    "comm_buffer_bytes",
+    "fragmentation_bytes",
+    "gather_buffer_bytes",
+)
+INFER_KEYS = ("prefill_s", "tpot_s", "decode_tokens_per_s", "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s")
+TRAIN_KEYS = ("step_s", "tokens_per_s", "mfu", "bubble_s", "optimizer_s")
+BREAKDOWN_KEYS = ("compute_s", "memory_s", "comm_s", "host_s")
+
+
+def _clean(v: float) -> float | None:
+    return None if math.isnan(v) or math.isinf(v) else v
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Per-GPU bytes by item; ``fits`` = ``total_bytes <= capacity_bytes``."""
+
+    items: dict[str, float]
+
+    def __getattr__(self, name: str) -> float:
+        try:
+            return float(self.__dict__["items"][name])
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def fits(self) -> bool:
+        return self.items["total_bytes"] <= self.items["capacity_bytes"]
+
+    @property
+    def margin_bytes(self) -> float:
+        return self.items["capacity_bytes"] - self.items["total_bytes"]
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {k: self.items[k] for k in MEMORY_KEYS}
+        d["detail"] = {k: self.items[k] for k in MEMORY_DETAIL_KEYS}
+        return d
+
+
+@dataclass(frozen=True)
+class PriceBasis:
+    """Which quote a cost figure uses."""
+
+    kind: str
+    usd_per_gpu_hour: float
+    date: str
+    source_url: str
+    provider: str = ""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One configuration's estimate. ``metrics`` holds the time/throughput/power/cost numbers (SI names)."""
+
+    task: str
+    model: str
+    gpu: str
+    count: int
+    layout: dict[str, Any]
+    precision: dict[str, Any]
+    basis: str
+    provenance: str
+    memory: MemoryEstimate
+    metrics: dict[str, float]
+    bound: str
+    price: PriceBasis | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def training(self) -> bool:
+        return "step_s" in self.metrics
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of issue 3 plus extra keys (layout, margin, breakdown, warnings, price)."""
+        mem = self.memory
+        cap = mem.items["capacity_bytes"]
+        d: dict[str, Any] = {
+            "fits": self.fits,
+            "basis": self.basis,
+            "provenance": self.provenance,
+            "task": self.task,
+            "model": self.model,
+            "gpu": self.gpu,
+            "count": self.count,
+            "layout": dict(self.layout),
+            "precision": dict(self.precision),
+            "memory": mem.to_dict(),
+            "margin_bytes": mem.margin_bytes,
+            "margin_fraction": mem.margin_bytes / cap if cap else None,
+        }
+        keys = TRAIN_KEYS if self.training else INFER_KEYS
+        d.update({k: _clean(self.metrics[k]) for k in keys})
+        d["bound"] = self.bound
+        d["breakdown"] = {k: self.metrics[k] for k in BREAKDOWN_KEYS}
+        for k in ("power_w", "energy_j_per_token", "energy_j_per_token_facility", "usd_per_million_tokens",
+                  "usd_per_hour", "scaling_efficiency", "effective_gpus"):
+            if k in self.metrics:
+                d[k] = _clean(self.metrics[k])
+        d["price"] = None if self.price is None else dict(self.price.__dict__)
+        d["warnings"] = list(self.warnings)
+        return d

@@ -1,0 +1,109 @@
+"""Time: per-operator roofline with size-dependent efficiencies (estimator-formulas.md section D).
+
+Each operator class of a layer (the GEMMs, the attention core, the elementwise work) takes
+``max(FLOPs / (peak · eta_c(FLOPs per call)), bytes / (bandwidth · eta_m(bytes per call)))``; kernels add a
+fixed launch/tail cost, tensor-parallel collectives are added as exposed time, and each step adds a host
+overhead (Williams, Waterman & Patterson 2009, "Roofline"; efficiencies from :class:`Calibration`).
+Each function returns a dict of seconds: ``time_s`` plus its split into ``compute_s`` (compute-bound
+operators), ``memory_s`` (memory-bound operators), ``comm_s`` and ``host_s``, from which the dominant
+bound is read.
+"""
+
+from __future__ import annotations
+
+from gpumatch.estimate import comm, flops
+from gpumatch.estimate._num import Num, vmin, where
+from gpumatch.estimate.calibration import Calibration
+from gpumatch.estimate.inputs import Case, ModelNums
+from gpumatch.estimate.memory import layers_per_stage
+
+GEMMS_PER_LAYER = 4.0
+"""QKV (fused), output projection, gate+up (fused), down (as vLLM and the bench model run them)."""
+
+BOUNDS = ("compute", "memory", "interconnect", "host")
+
+
+def op(flops_: Num, bytes_: Num, calls: Num, c: Case, cal: Calibration, attention: bool = False) -> tuple[Num, Num]:
+    """(time as compute-bound, time as memory-bound) of ``calls`` equal kernels; the larger one applies.
+
+    ``flops / (peak · eta(flops/calls))`` with ``eta(x) = eta_max · x / (x + x_half)`` simplifies to
+    ``(flops + calls · x_half) / (peak · eta_max)``: the half-efficiency size acts as a fixed cost per call.
+    """
+    if attention:
+        c_max, c_half = cal.attention_efficiency_max, cal.attention_half_flops
+    else:
+        c_max, c_half = cal.gemm_efficiency_max, cal.gemm_half_flops
+    tc = (flops_ + calls * c_half * (flops_ > 0)) / (c.peak_flops_per_s * c_max)
+    tm = (bytes_ + calls * cal.memory_half_bytes) / (c.bandwidth_bytes_per_s * cal.memory_efficiency_max)
+    return tc, tm
+
+
+def _acc(parts: list[tuple[Num, Num]]) -> tuple[Num, Num]:
+    """Sum operator times, splitting each into the compute-bound or the memory-bound share."""
+    comp: Num = 0.0
+    mem: Num = 0.0
+    for tc, tm in parts:
+        is_c = tc >= tm
+        comp = comp + where(is_c, tc, 0.0)
+        mem = mem + where(is_c, 0.0, tm)
+    return comp, mem
+
+
+def _result(comp: Num, mem: Num, comm_: Num, host: Num) -> dict[str, Num]:
+    return {"time_s": comp + mem + comm_ + host, "compute_s": comp, "memory_s": mem, "comm_s": comm_, "host_s": host}
+
+
+def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibration) -> list[tuple[Num, Num]]:
+    """Operators of one layer's forward over ``tokens`` tokens attending ``context`` keys each (per GPU)."""
+    w_bytes = (m.layer_matmul_params_active + flops.moe_extra_weight_params(m, tokens)) * c.weight_bytes / c.tp
+    act_io = tokens * c.act_bytes * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
+    gemm = op(flops.layer_gemm_flops(m, tokens) / c.tp, w_bytes + act_io, GEMMS_PER_LAYER, c, cal)
+    kv_read = c.batch * context * m.kv_elems_per_token_layer * c.kv_bytes / vmin(c.tp, m.kv_shard_heads)
+    qo = tokens * c.act_bytes * 2.0 * m.heads * m.head_dim / c.tp
+    attn = op(flops.attention_flops(m, tokens, context) / c.tp, kv_read + qo, 1.0, c, cal, attention=True)
+    elem = op(0.0, tokens * m.hidden * cal.elementwise_bytes_per_token_hidden, 1.0, c, cal)
+    return [gemm, attn, elem]
+
+
+def _tp_allreduces(m: ModelNums, c: Case, tokens: Num, count: Num, cal: Calibration) -> Num:
+    """``count`` all-reduces of the hidden states of ``tokens`` tokens over the TP group."""
+    bw, hop = comm.link(c, c.tp, cal)
+    return count * comm.all_reduce_s(tokens * m.hidden * c.act_bytes, c.tp, bw, hop, cal)
+
+
+def _pp_hops(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> Num:
+    """One activation send across every pipeline boundary."""
+    bw, hop = comm.link(c, c.tp * c.dp * c.pp, cal)
+    return where(c.pp > 1, (c.pp - 1.0) * comm.p2p_s(tokens * m.hidden * c.act_bytes, bw, hop, cal), 0.0)
+
+
+def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[str, Num]:
+    """One decode step: ``batch`` sequences, one new token each, attending ``context`` cached tokens.
+
+    Stages run one after another for a token, so the step crosses ``pp · ceil(L/pp)`` layers.
+    """
+    tokens = c.batch
+    layers = layers_per_stage(m, c.pp) * c.pp
+    comp, mem = _acc(_forward_layer(m, c, tokens, context, cal))
+    head = op(flops.head_flops(m, tokens) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
+    h_comp, h_mem = _acc([head])
+    comm_ = layers * _tp_allreduces(m, c, tokens, 2.0, cal) + _pp_hops(m, c, tokens, cal)
+    host = layers * cal.kernels_per_layer * cal.kernel_overhead_s + cal.decode_step_overhead_s
+    return _result(layers * comp + h_comp, layers * mem + h_mem, comm_, host)
+
+
+def prefill(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
+    """A causal forward over ``batch × prompt`` tokens; logits of the last position only."""
+    tokens = c.batch * c.prompt
+    layers = layers_per_stage(m, c.pp) * c.pp
+    ctx = flops.prefill_context(c.prompt)
+    parts = _forward_layer(m, c, tokens, ctx, cal)
+    # the KV "read" of a prefill is the K/V just produced: already in the GEMM outputs
+    parts[1] = op(flops.attention_flops(m, tokens, ctx) / c.tp,
+                  tokens * c.act_bytes * m.qkv_width * 2.0 / c.tp, 1.0, c, cal, attention=True)
+    comp, mem = _acc(parts)
+    head = op(flops.head_flops(m, c.batch) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
+    h_comp, h_mem = _acc([head])
+    comm_ = layers * _tp_allreduces(m, c, tokens, 2.0, cal) + _pp_hops(m, c, tokens, cal)
+    host = layers * cal.kernels_per_layer * cal.kernel_overhead_s + cal.prefill_overhead_s
+    return _result(layers * comp + h_comp, layers * mem + h_mem, comm_, host)

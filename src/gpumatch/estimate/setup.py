@@ -1,0 +1,194 @@
+"""From user-level options (strings, counts) to the numbers of a :class:`Case`, with validation.
+
+Training precision conventions (issue 3 contract; ZeRO section 3.1):
+- ``master_weights="fp32"``: 16-bit compute weights, fp32 master copy and fp32 optimizer moments inside
+  the optimizer state (AdamW: 4 + 4 + 4 = 12 bytes), gradients accumulated in fp32 (4 bytes; PyTorch AMP
+  and Megatron-LM's ``main_grad`` both do this; pass ``grad_bytes=2`` for the ZeRO paper's fp16 gradients).
+- ``master_weights="none"``: parameters, gradients and optimizer moments all in the training precision
+  (a model cast to bf16: 2 + 2 + 4 bytes for AdamW).
+- 8-bit Adam (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization"): 2 bytes of moments;
+  SGD with momentum: one moment.
+- LoRA/QLoRA adapters are kept in fp32 (PEFT's default ``autocast_adapter_dtype``): 4 bytes of weights,
+  4 of gradients, 8 of AdamW moments per adapter parameter; the QLoRA base is NF4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpumatch.catalog import GpuSpec
+from gpumatch.errors import InputError
+from gpumatch.estimate.engine import TASKS, TRAIN_TASKS
+from gpumatch.estimate.inputs import Case
+from gpumatch.estimate.precision import (
+    KV_PRECISIONS,
+    WEIGHT_PRECISIONS,
+    activation_precision,
+    bytes_per_element,
+    compute_path,
+)
+from gpumatch.models.arch import ModelArch
+
+OPTIMIZERS = ("adamw", "adamw-8bit", "sgd")
+RECOMPUTE = ("none", "selective", "full")
+MASTER = ("fp32", "none")
+SCALEUP_DOMAIN = {"nvlink": 8.0, "infinity-fabric": 8.0, "ethernet": 8.0, "nvlink-bridge": 2.0, "none": 1.0}
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to estimate, in the user's terms (CLI flags, workload file fields)."""
+
+    task: str = "infer"
+    batch: int = 1
+    seq: int | None = None
+    prompt: int | None = None
+    gen: int | None = None
+    precision: str = "bf16"
+    kv_precision: str | None = None
+    optimizer: str = "adamw"
+    master_weights: str = "fp32"
+    grad_bytes: float | None = None
+    recompute: str = "none"
+    flash: bool = True
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    zero: int = 0
+    micro_batches: int = 1
+    sequence_parallel: bool | None = None
+    lora_rank: int = 16
+    kv_block: int | None = None
+    gpus_per_node: int = 8
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def training(self) -> bool:
+        return self.task in TRAIN_TASKS
+
+    @property
+    def count(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InputError(f"unknown {name} {value!r}", f"use one of {', '.join(allowed)}")
+
+
+def validate(arch: ModelArch, req: Request) -> None:
+    """Raise :class:`InputError` (one line, what to do) for impossible combinations."""
+    _choice("task", req.task, TASKS)
+    _choice("precision", req.precision, WEIGHT_PRECISIONS)
+    if req.kv_precision is not None:
+        _choice("kv precision", req.kv_precision, KV_PRECISIONS)
+    _choice("optimizer", req.optimizer, OPTIMIZERS)
+    _choice("master weights", req.master_weights, MASTER)
+    _choice("recompute", req.recompute, RECOMPUTE)
+    for name in ("batch", "tp", "pp", "dp", "micro_batches"):
+        if getattr(req, name) < 1:
+            raise InputError(f"{name.replace('_', '-')} must be at least 1, got {getattr(req, name)}")
+    for name in ("seq", "prompt", "gen"):
+        v = getattr(req, name)
+        if v is not None and v < 1:
+            raise InputError(f"{name} must be at least 1 token, got {v}")
+    if req.zero not in (0, 1, 2, 3):
+        raise InputError(f"zero stage must be 0, 1, 2 or 3, got {req.zero}")
+    if req.zero and not req.training:
+        raise InputError("ZeRO stages apply to training only", "drop --zero or use --task train")
+    if arch.heads % req.tp:
+        raise InputError(
+            f"tensor parallel {req.tp} does not divide the {arch.heads} attention heads of {arch.name}",
+            f"use a divisor of {arch.heads}",
+        )
+    if req.pp > arch.layers:
+        raise InputError(f"pipeline parallel {req.pp} exceeds the {arch.layers} layers of {arch.name}")
+    if req.training and req.precision in ("int8", "int4", "nf4") and req.task != "qlora":
+        raise InputError(
+            f"{req.task} with {req.precision} weights is not a training recipe",
+            "use --task qlora for a 4-bit base, or bf16/fp8 for full training",
+        )
+
+
+def _optimizer_bytes(req: Request, train_bytes: float) -> tuple[float, float, float]:
+    """(optimizer state per trainable parameter, gradient bytes, adapter optimizer bytes)."""
+    master = 4.0 if req.master_weights == "fp32" else 0.0
+    moment = 4.0 if req.master_weights == "fp32" else train_bytes
+    if req.optimizer == "adamw":
+        opt, adapter_opt = master + 2.0 * moment, 8.0
+    elif req.optimizer == "adamw-8bit":
+        opt, adapter_opt = master + 2.0, 2.0
+    else:
+        opt, adapter_opt = master + moment, 4.0
+    grads = req.grad_bytes if req.grad_bytes is not None else (4.0 if master else train_bytes)
+    return opt, grads, adapter_opt
+
+
+def gpu_link_fields(gpu: GpuSpec) -> dict[str, float]:
+    """Per-direction link bandwidths of one GPU (datasheet NVLink figures are bidirectional totals)."""
+    return {
+        "scaleup_bytes_per_s": gpu.nvlink_bytes_per_s / 2.0,
+        "scaleup_domain": SCALEUP_DOMAIN.get(gpu.scale_up, 1.0),
+        "pcie_bytes_per_s": gpu.pcie_bytes_per_s,
+        "pcie_p2p": 1.0 if gpu.pcie_p2p else 0.0,
+    }
+
+
+def prices(gpu: GpuSpec) -> tuple[float, float]:
+    """(cloud $/GPU-hour, purchase $) from the newest quotes; NaN where none is known."""
+    cloud = gpu.latest_price("cloud")
+    buy = gpu.latest_price("street") or gpu.latest_price("launch")
+    c = cloud.usd_per_gpu_hour if cloud and cloud.usd_per_gpu_hour else float("nan")
+    b = buy.usd if buy and buy.usd else float("nan")
+    return c, b
+
+
+def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple[str, ...]]:
+    """The :class:`Case` of one request on one GPU, and the warnings it raises."""
+    validate(arch, req)
+    weight_prec = "nf4" if req.task == "qlora" and req.precision in ("bf16", "fp16", "int4") else req.precision
+    path = compute_path(gpu, weight_prec)
+    if path.peak_flops_per_s is None:
+        raise InputError(path.warning)
+    warnings = list(req.warnings) + ([path.warning] if path.warning else [])
+    act_prec = activation_precision(weight_prec)
+    act_b = bytes_per_element(act_prec)
+    kv_b = bytes_per_element(req.kv_precision or act_prec)
+    train_b = bytes_per_element(req.precision if req.task in ("train", "finetune") else act_prec)
+    weight_b = bytes_per_element(weight_prec)
+    if req.training and weight_prec == "fp8":
+        # FP8 training (Transformer Engine) keeps bf16 weights and caches their fp8 casts
+        train_b, weight_b = 2.0, 3.0
+    opt, grads, adapter_opt = _optimizer_bytes(req, train_b)
+    if req.training and req.master_weights == "fp32" and weight_prec in ("fp32", "tf32"):
+        opt -= 4.0  # the fp32 weights are the master copy
+    if req.training:
+        seq = req.seq or 2048
+        prompt, gen = seq, 1
+    else:
+        seq = req.seq or 2048
+        prompt = req.prompt or req.seq or 512
+        gen = req.gen or 256
+    sp = req.sequence_parallel if req.sequence_parallel is not None else req.tp > 1
+    rc = req.recompute
+    cloud, buy = prices(gpu)
+    case = Case(
+        capacity_bytes=float(gpu.memory_usable_bytes),
+        bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
+        peak_flops_per_s=path.peak_flops_per_s,
+        tdp_w=gpu.tdp_w,
+        usd_per_gpu_hour=cloud,
+        purchase_usd=buy,
+        tp=float(req.tp), pp=float(req.pp), dp=float(req.dp), zero=float(req.zero),
+        micro_batches=float(req.micro_batches), gpus_per_node=float(req.gpus_per_node),
+        batch=float(req.batch), seq=float(seq), prompt=float(prompt), gen=float(gen),
+        kv_block=float(req.kv_block or (16 if req.task == "serve" else 1)),
+        weight_bytes=weight_b, act_bytes=act_b, kv_bytes=kv_b, grad_bytes=grads, opt_bytes=opt,
+        rc_full=1.0 if rc == "full" else 0.0, rc_selective=1.0 if rc == "selective" else 0.0,
+        flash=1.0 if req.flash else 0.0, seq_parallel=1.0 if sp else 0.0,
+        full_train=1.0 if req.task in ("train", "finetune") else 0.0,
+        lora_rank=float(req.lora_rank if req.task in ("lora", "qlora") else 0),
+        adapter_opt_bytes=adapter_opt,
+        **gpu_link_fields(gpu),
+    )
+    return case, tuple(warnings)

@@ -1,0 +1,93 @@
+"""Training step time: micro-batches through a 1F1B pipeline, TP collectives, DP gradient sync, optimizer.
+
+Sources:
+- Step = ``(m + p − 1)`` micro-batch times on the slowest stage (1F1B: the bubble is ``(p − 1)/m`` of the
+  ideal time; Narayanan et al. 2021, section 2.2.1).
+- Megatron tensor parallelism: 2 all-reduces of the hidden states per layer in forward and 2 in backward
+  (Shoeybi et al. 2019, section 3; with sequence parallelism the same volume as reduce-scatter +
+  all-gather, Korthikanti et al. 2022 section 4.2.2); full recompute repeats the forward ones.
+- Data parallel: gradient all-reduce of the trainable parameters (ZeRO-1/2: reduce-scatter + all-gather,
+  same volume; ZeRO-3/FSDP: parameters all-gathered in forward and in backward and gradients
+  reduce-scattered, 1.5× the volume; Rajbhandari et al. 2020 section 7), overlapped with the backward pass
+  by ``Calibration.dp_overlap_fraction``.
+- Optimizer: memory-bound; it moves ``optimizer_traffic_factor × (state + gradient + weight)`` bytes per
+  trainable parameter on the GPU's shard.
+- QLoRA dequantizes the 4-bit base weights before each use: read 4-bit, write and read 16-bit.
+"""
+
+from __future__ import annotations
+
+from gpumatch.estimate import comm, flops
+from gpumatch.estimate._num import Num, vmax, where
+from gpumatch.estimate.calibration import Calibration
+from gpumatch.estimate.inputs import Case, ModelNums
+from gpumatch.estimate.memory import adapter_params_per_gpu, layers_per_stage, weight_params_per_gpu
+from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, op
+
+
+def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num, Num, Num]:
+    """(compute-bound s, memory-bound s, TP comm s, host s) of one micro-batch on the slowest stage."""
+    tokens = c.batch * c.seq
+    gemm_mult, attn_mult = flops.training_multipliers(c)
+    lora = (1.0 - c.full_train) * 6.0 * tokens * m.lora_params_per_rank_layer * c.lora_rank
+    g_flops = (flops.layer_gemm_flops(m, tokens) * gemm_mult + lora) / c.tp
+    w_bytes = m.layer_matmul_params_active * c.weight_bytes / c.tp
+    dequant = where(c.weight_bytes < 1.0, w_bytes + 2.0 * 2.0 * m.layer_matmul_params_active / c.tp, 0.0)
+    act_io = tokens * c.act_bytes * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
+    g_bytes = (w_bytes + act_io) * gemm_mult + dequant * (2.0 + c.rc_full)
+    gemm = op(g_flops, g_bytes, GEMMS_PER_LAYER * gemm_mult, c, cal)
+    ctx = flops.prefill_context(c.seq)
+    a_flops = flops.attention_flops(m, tokens, ctx) * attn_mult / c.tp
+    a_bytes = tokens * c.act_bytes * (m.qkv_width + m.heads * m.head_dim) * 2.0 * attn_mult / c.tp
+    attn = op(a_flops, a_bytes, attn_mult, c, cal, attention=True)
+    elem = op(0.0, tokens * m.hidden * cal.elementwise_bytes_per_token_hidden * (3.0 + c.rc_full), 1.0, c, cal)
+    comp, mem = _acc([gemm, attn, elem])
+    head_mult = 2.0 + c.full_train
+    head = op(flops.head_flops(m, tokens) * head_mult / c.tp,
+              tokens * m.vocab * cal.logits_bytes_per_element * 2.0 / c.tp, head_mult, c, cal)
+    h_comp, h_mem = _acc([head])
+    layers = layers_per_stage(m, c.pp)
+    bw, hop = comm.link(c, c.tp, cal)
+    ar = comm.all_reduce_s(tokens * m.hidden * c.act_bytes, c.tp, bw, hop, cal)
+    tp_comm = layers * ar * (4.0 + 2.0 * c.rc_full) * (1.0 - cal.tp_overlap_fraction)
+    host = layers * cal.kernels_per_layer * cal.kernel_overhead_s * (3.0 + c.rc_full)
+    return layers * comp + h_comp, layers * mem + h_mem, tp_comm, host
+
+
+def trainable_params_per_gpu(m: ModelNums, c: Case) -> Num:
+    """Trainable parameters per GPU before ZeRO sharding (per stage, per TP rank)."""
+    full = weight_params_per_gpu(m, c) * where(c.zero >= 3, c.dp, 1.0)
+    return where(c.full_train > 0, full, adapter_params_per_gpu(m, c))
+
+
+def train_step(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
+    """One optimizer step of ``micro_batches`` micro-batches of ``batch × seq`` tokens per DP rank."""
+    comp, mem, tp_comm, host = micro_batch_time(m, c, cal)
+    t_mb = comp + mem + tp_comm + host
+    slots = c.micro_batches + c.pp - 1.0
+    bubble_share = slots / c.micro_batches
+    # pipeline sends: forward activations and backward gradients per micro-batch per boundary
+    bw_pp, hop_pp = comm.link(c, c.tp * c.dp * c.pp, cal)
+    tokens = c.batch * c.seq
+    pp_comm = where(c.pp > 1, 2.0 * slots * comm.p2p_s(tokens * m.hidden * c.act_bytes / c.tp, bw_pp, hop_pp, cal), 0.0)
+    # data-parallel gradient sync (and ZeRO-3 parameter gathers), partly hidden by the last backward
+    trainable = trainable_params_per_gpu(m, c)
+    grad_b = where(c.full_train > 0, c.grad_bytes, c.adapter_bytes)
+    bw_dp, hop_dp = comm.link(c, c.tp * c.dp, cal)
+    sync = comm.all_reduce_s(trainable * grad_b, c.dp, bw_dp, hop_dp, cal)
+    gathers = where(c.zero >= 3, 2.0 * c.micro_batches * comm.all_gather_s(
+        weight_params_per_gpu(m, c) * c.dp * c.weight_bytes, c.dp, bw_dp, hop_dp, cal), 0.0)
+    hidden = cal.dp_overlap_fraction * (t_mb * 2.0 / 3.0 + where(c.zero >= 3, c.micro_batches * t_mb, 0.0))
+    dp_comm = vmax(sync * where(c.zero >= 3, 0.5, 1.0) + gathers - hidden, 0.0)
+    # optimizer on this GPU's shard of the trainable parameters
+    shard = trainable / where(c.zero >= 1, c.dp, 1.0)
+    w_b = where(c.full_train > 0, c.weight_bytes, c.adapter_bytes)
+    opt_b = where(c.full_train > 0, c.opt_bytes, c.adapter_opt_bytes)
+    opt_bytes = shard * (opt_b + grad_b + w_b) * cal.optimizer_traffic_factor
+    _, t_opt = op(0.0, opt_bytes, 1.0, c, cal)
+    return _result(
+        comp * slots,
+        mem * slots + t_opt,
+        tp_comm * slots + pp_comm + dp_comm,
+        host * slots + cal.train_step_overhead_s,
+    ) | {"bubble_s": (c.pp - 1.0) * t_mb, "micro_batch_s": t_mb, "optimizer_s": t_opt, "bubble_share": bubble_share}

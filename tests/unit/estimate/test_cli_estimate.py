@@ -1,0 +1,72 @@
+"""``gpumatch estimate``: the JSON contract and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpumatch.cli.app import main
+
+CONTRACT_MEMORY = {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes",
+                   "overhead_bytes", "total_bytes", "capacity_bytes"}
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:  # type: ignore[type-arg]
+    assert main(["estimate", *args, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_infer_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    d = _json(capsys, "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "infer", "--batch", "4",
+              "--prompt", "1024", "--gen", "128")
+    assert set(d["memory"]) >= CONTRACT_MEMORY
+    for k in ("fits", "basis", "prefill_s", "tpot_s", "decode_tokens_per_s", "bound", "power_w",
+              "energy_j_per_token", "usd_per_million_tokens"):
+        assert k in d
+    assert d["fits"] is True and d["basis"] == "assumed"
+    assert d["decode_tokens_per_s"] == pytest.approx(4 / d["tpot_s"])
+
+
+def test_train_contract_and_master_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--model", "llama-3.2-1b", "--gpu", "H100 SXM", "--task", "train", "--batch", "4", "--seq", "2048")
+    d = _json(capsys, *args)
+    for k in ("step_s", "tokens_per_s", "mfu", "bound"):
+        assert k in d
+    none = _json(capsys, *args, "--master-weights", "none")
+    from gpumatch.models import get_model
+
+    p = get_model("llama-3.2-1b").params_total
+    # --master-weights none: params, grads and AdamW moments all bf16 = 2 + 2 + 4 bytes per parameter
+    states = sum(none["memory"][k] for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes"))
+    assert states == pytest.approx(8 * p)
+    states_fp32 = sum(d["memory"][k] for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes"))
+    assert states_fp32 == pytest.approx(18 * p)  # bf16 weights + fp32 grads + fp32 master and moments
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--tp", "3", "--count", "3"], "does not divide"),
+        (["--tp", "2", "--count", "3"], "not a multiple"),
+        (["--tp", "2", "--dp", "2", "--count", "8"], "count 8"),
+        (["--precision", "fp9"], "unknown precision"),
+        (["--task", "fly"], "unknown task"),
+        (["--gpu", "A100 SXM4 80GB", "--precision", "fp8"], "FP8"),
+    ],
+)
+def test_bad_combinations_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
+    base = ["estimate", "--model", "llama-3.1-8b"]
+    if "--gpu" not in args:
+        base += ["--gpu", "H100 SXM"]
+    assert main([*base, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+
+
+def test_table_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--model", "llama-3.1-70b", "--gpu", "H100 SXM", "--precision", "fp16"]) == 0
+    out = capsys.readouterr().out
+    assert "does not fit" in out
+    assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("field,value")

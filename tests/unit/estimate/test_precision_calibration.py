@@ -1,0 +1,60 @@
+"""Precision bytes, compute paths, and Calibration loading."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpumatch.catalog import get_gpu
+from gpumatch.errors import InputError
+from gpumatch.estimate import Calibration
+from gpumatch.estimate.precision import bytes_per_element, compute_path
+
+
+def test_bytes_per_element_with_group_scales() -> None:
+    assert bytes_per_element("bf16") == 2.0
+    assert bytes_per_element("fp8") == 1.0
+    # GPTQ/AWQ group 128 with fp16 scale + zero: +0.25 bit per weight
+    assert bytes_per_element("int4") * 8 == pytest.approx(4.25)
+    # QLoRA NF4 with double quantization: 4.127 bits per parameter (Dettmers et al. 2023)
+    assert bytes_per_element("nf4") * 8 == pytest.approx(4.127)
+    with pytest.raises(InputError):
+        bytes_per_element("fp9")
+
+
+def test_w4a16_runs_at_16_bit_peak() -> None:
+    gpu = get_gpu("H100 SXM")
+    assert compute_path(gpu, "int4").peak_flops_per_s == gpu.peak("bf16")
+    assert compute_path(gpu, "fp8").peak_flops_per_s == gpu.peak("fp8")
+
+
+def test_fp32_without_tf32_warns_and_uses_vector_peak() -> None:
+    gpu = get_gpu("H100 SXM")
+    path = compute_path(gpu, "fp32")
+    assert path.peak_flops_per_s == gpu.peak("fp32")
+    assert "TF32" in path.warning
+    assert compute_path(gpu, "tf32").peak_flops_per_s == gpu.peak("tf32")
+
+
+def test_fp8_unsupported_before_ada_hopper() -> None:
+    path = compute_path(get_gpu("A100 SXM4 80GB"), "fp8")
+    assert path.peak_flops_per_s is None
+    assert "FP8" in path.warning
+
+
+def test_calibration_from_dict_roundtrip_and_errors() -> None:
+    cal = Calibration.from_dict({"gemm_efficiency_max": 0.7, "basis": "calibrated", "provenance": "runs 1-9 on H200"})
+    assert cal.gemm_efficiency_max == 0.7 and cal.basis == "calibrated"
+    assert Calibration.from_dict(cal.to_dict()) == cal
+    with pytest.raises(InputError):
+        Calibration.from_dict({"gemm_efficiency": 0.7})
+    with pytest.raises(InputError):
+        Calibration.from_dict({"gemm_efficiency_max": "high"})
+    with pytest.raises(InputError):
+        Calibration.from_dict({"basis": "guessed"})
+
+
+def test_efficiency_curves_saturate() -> None:
+    cal = Calibration()
+    assert cal.gemm_efficiency(cal.gemm_half_flops) == pytest.approx(cal.gemm_efficiency_max / 2)
+    assert cal.gemm_efficiency(1e15) == pytest.approx(cal.gemm_efficiency_max, rel=1e-4)
+    assert cal.memory_efficiency(1e3) < cal.memory_efficiency(1e9)
