@@ -93,8 +93,9 @@ class Store:
         for run_id in sorted(self._open_runs):
             with contextlib.suppress(StoreError):  # closed by someone else meanwhile: nothing to do
                 self.end_run(run_id, "interrupted", {"reason": reason or "store closed before end_run"})
-        self._closed = True
-        self._db.conn.close()
+        with self._db.lock:
+            self._closed = True
+            self._db.conn.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -350,13 +351,15 @@ def open_store(
     busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     migrations: Sequence[tuple[str, str]] = MIGRATIONS,
 ) -> Store:
-    """Open (create and migrate if needed) the store at ``path``, default ``load_settings().store_path``
-    (``$GPUMATCH_STORE`` or ``$GPUMATCH_HOME/results.sqlite``). ``migrations`` is for tests only."""
+    """Open (create and migrate if needed) the store at ``path`` (a path or ``sqlite:///path``), default
+    ``load_settings().store_path`` (``$GPUMATCH_STORE`` or ``$GPUMATCH_HOME/results.sqlite``).
+    ``migrations`` is for tests only."""
     if path is None:
         from gpumatch.settings import load_settings
 
         path = load_settings().store_path
-    p = Path(path).expanduser()
+    text = str(path)
+    p = Path(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text).expanduser()
     conn, mode = connect(p, busy_timeout_s)
     db = Db(conn, p, busy_timeout_s)
     try:

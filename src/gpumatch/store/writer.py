@@ -1,9 +1,9 @@
 """Who wrote a run, and whether that process is still alive.
 
-A run records its writer (host, pid, the pid's start time and the boot id on Linux). A run still marked
-``running`` whose writer is provably gone on this host (process exited, pid reused by another process,
-or the machine rebooted) reads as ``interrupted``. On another host, or where liveness cannot be proven
-either way, it reads as ``running``.
+A run records its writer (host, pid, the pid's start time, the boot id and the PID namespace on Linux).
+A run still marked ``running`` whose writer is provably gone on this host (process exited, pid reused
+by another process, or the machine rebooted) reads as ``interrupted``. On another host, in another PID
+namespace (a container), or where liveness cannot be proven either way, it reads as ``running``.
 """
 
 from __future__ import annotations
@@ -35,10 +35,24 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19]) if fields and len(fields) > 19 else None
 
 
+def _pid_namespace() -> str | None:
+    """The PID namespace (``pid:[inode]``): pids of a container mean nothing outside it (namespaces(7))."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
 def current_writer() -> dict[str, Any]:
     """Identity of this process, stored with every run it begins."""
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "pid_start_ticks": _start_ticks(pid), "boot_id": _boot_id()}
+    return {
+        "host": socket.gethostname(),
+        "pid": pid,
+        "pid_start_ticks": _start_ticks(pid),
+        "boot_id": _boot_id(),
+        "pid_namespace": _pid_namespace(),
+    }
 
 
 def _boot_id() -> str | None:
@@ -52,6 +66,8 @@ def writer_alive(writer: dict[str, Any]) -> bool | None:
     boot = _boot_id()
     if boot is not None and writer.get("boot_id") not in (None, boot):
         return False  # the machine rebooted since
+    if writer.get("pid_namespace") != _pid_namespace():
+        return None  # another container (or an older record): its pids are not ours to check
     pid = writer.get("pid")
     if not isinstance(pid, int):
         return None
