@@ -101,6 +101,8 @@ def import_hf_config(path: str | Path, name: str | None = None) -> ModelArch:
     malformed, out of range or of an unsupported ``model_type``.
     """
     p = Path(path).expanduser()
+    if p.is_dir() and (p / "config.json").is_file():
+        p = p / "config.json"  # a downloaded model folder
     label = str(p)
     raw = parse_json_object(read_text(p, label), label)
     cfg = _validate(raw, label)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from gpumatch.errors import DataFileError, GpumatchError, MissingDependencyError
 from gpumatch.models import ModelArch, resolve_model
 from gpumatch.models.files import field_names, first_error, parse_toml, read_text
-from gpumatch.workload.schema import ROLES, SCORE_TERMS, WorkloadFile
+from gpumatch.workload.schema import ROLES, SCORE_TERMS, TRAINING_TASKS, WorkloadFile
 from gpumatch.workload.spec import (
     Money,
     PowerBudget,
@@ -103,13 +103,23 @@ def build_workload(
         limits=resolve_limits(wf),
         power=PowerBudget(wf.power.w_per_node, wf.power.psu_w, wf.power.cooling),
         money=Money(m.purchase_budget_usd, prices, m.electricity_usd_per_kwh, m.pue, m.lifetime_years, m.utilization),
-        optimizer=wf.training.optimizer,
+        optimizer=_optimizer(wf),
         description=wf.description,
         role_weights=_role_weights(wf.role_weights),
         gpus_allow=tuple(allow),
         gpus_deny=tuple(deny),
         source=label,
     )
+
+
+def _optimizer(wf: WorkloadFile) -> str | None:
+    if wf.task in TRAINING_TASKS:
+        return wf.training.optimizer
+    if "training" in wf.model_fields_set:
+        raise WorkloadRuleError(
+            "training", f"a [training] section is set but task {wf.task!r} does not train", "remove it"
+        )
+    return None
 
 
 def _model(spec: str, base_dir: Path, label: str) -> ModelArch:

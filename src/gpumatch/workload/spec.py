@@ -118,7 +118,7 @@ class Workload:
     limits: Limits
     power: PowerBudget
     money: Money
-    optimizer: str
+    optimizer: str | None  # training only (adamw, adamw8bit, sgd, adafactor)
     description: str = ""
     role_weights: dict[str, dict[str, float]] = field(default_factory=dict)
     gpus_allow: tuple[str, ...] = ()

@@ -152,5 +152,8 @@ def test_missing_model_type_and_missing_file(tmp_path: Path) -> None:
         import_hf_config(_write(tmp_path, _llama(model_type=_DROP)))
     with pytest.raises(DataFileError, match="cannot read"):
         import_hf_config(tmp_path / "nope.json")
+    empty = tmp_path / "empty"
+    empty.mkdir()
     with pytest.raises(DataFileError, match="directory"):
-        import_hf_config(tmp_path)
+        import_hf_config(empty)
+    assert import_hf_config(CONFIGS / "llama-2-7b").params_total == 6_738_415_616  # a model folder
