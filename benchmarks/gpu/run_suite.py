@@ -39,11 +39,34 @@ from gpumatch.bench.train import train_case
 SCHEMA = "gpumatch.bench/1"
 
 
-def _plan(tiny: bool) -> dict[str, Any]:
+def _heldout_plan() -> dict[str, Any]:
+    """Second run (2026-12-02): shapes, contexts and batches the first run did not have, for held-out checks."""
+    m1, m3 = shapes.LLAMA_3_2_1B, shapes.LLAMA_3_2_3B
+    return {
+        "decode_models": [shapes.LLAMA_3_2_3B, shapes.LLAMA_3_8B],
+        "batches": [1, 3, 12, 48, 96], "contexts": [1024, 4096, 16384],
+        "decode_variants": ["graph", "compiled-graph"], "eager_contexts": [],
+        "prefill": [(1, 1024), (1, 4096), (2, 4096), (8, 1024), (3, 3000)],
+        "prefill_models": [shapes.LLAMA_3_8B, shapes.LLAMA_3_2_3B],
+        "gemms": [(m, n, k) for m in (1, 16, 64, 256, 1024, 4096) for (n, k) in ((5120, 3072), (3072, 8192))],
+        "copies": [2**22, 2**26, 2**30], "train": [
+            (m1, 2, 1024, "none", "fp32"), (m1, 16, 512, "none", "fp32"), (m1, 3, 3072, "none", "fp32"),
+            (m1, 1, 8192, "full", "fp32"), (m1, 8, 1024, "full", "none"), (m1, 1, 2048, "none", "none"),
+            (m3, 2, 1024, "none", "fp32"), (m3, 1, 2048, "none", "fp32"), (m3, 8, 1024, "full", "fp32"),
+            (m3, 2, 4096, "full", "none"), (m3, 4, 1024, "none", "none"), (m3, 1, 8192, "full", "fp32"),
+        ],
+        "budgets_s": {"micro": 30, "decode": 150, "prefill": 40, "train": 110},
+    }
+
+
+def _plan(tiny: bool, name: str = "main") -> dict[str, Any]:
+    if name == "heldout":
+        return _heldout_plan()
     if tiny:
         small = shapes.tiny_shape()
         return {
-            "decode_model": small, "batches": [1, 2], "contexts": [16, 64],
+            "decode_model": small, "decode_models": [small, shapes.tiny_shape(layers=1)],
+            "prefill_models": [small, shapes.tiny_shape(layers=1)], "batches": [1, 2], "contexts": [16, 64],
             "decode_variants": ["compiled"], "eager_contexts": [16, 64],
             "prefill": [(1, 16), (2, 32)], "gemms": [(64, 64, 64), (8, 128, 64)], "copies": [2**16, 2**20],
             "train": [(small, 2, 32, "none", "fp32"), (small, 2, 32, "full", "none")],
@@ -83,8 +106,17 @@ def run_micro(plan: dict[str, Any], dev: torch.device) -> list[dict[str, Any]]:
 
 
 def run_decode(plan: dict[str, Any], dev: torch.device, budget_s: float) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     t0 = time.time()
-    model = build_model(plan["decode_model"], dev, torch.bfloat16)
+    for shape in plan.get("decode_models", [plan.get("decode_model")]):
+        rows += _decode_model(plan, shape, dev, budget_s - (time.time() - t0))
+    return rows
+
+
+def _decode_model(plan: dict[str, Any], shape: dict[str, Any], dev: torch.device,
+                  budget_s: float) -> list[dict[str, Any]]:
+    t0 = time.time()
+    model = build_model(shape, dev, torch.bfloat16)
     model.eval()
     compiled = compiled_layer_fn()
     rows: list[dict[str, Any]] = []
@@ -130,13 +162,22 @@ def run_decode(plan: dict[str, Any], dev: torch.device, budget_s: float) -> list
 
 
 def run_prefill(plan: dict[str, Any], dev: torch.device, budget_s: float) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     t0 = time.time()
-    model = build_model(plan["decode_model"], dev, torch.bfloat16)
+    for shape in plan.get("prefill_models", [plan.get("decode_model")]):
+        rows += _prefill_model(plan, shape, dev, budget_s - (time.time() - t0))
+    return rows
+
+
+def _prefill_model(plan: dict[str, Any], shape: dict[str, Any], dev: torch.device,
+                   budget_s: float) -> list[dict[str, Any]]:
+    t0 = time.time()
+    model = build_model(shape, dev, torch.bfloat16)
     model.eval()
     rows = []
     for batch, seq in plan["prefill"]:
         if time.time() - t0 > budget_s:
-            rows.append({"kind": "prefill", "batch": batch, "seq": seq, "status": "skipped"})
+            rows.append({"kind": "prefill", "batch": batch, "seq": seq, "status": "skipped", "model": model.s.name})
             continue
         row = prefill_case(model, batch, seq)
         row["model"] = model.s.name
@@ -191,13 +232,15 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> str:
         if v not in variants:
             variants.append(v)
         med = r.get("timing", {}).get("median_s")
-        dec.setdefault((r["context"], r["batch"]), {})[v] = f"{med * 1e3:.2f}" if med else r["status"][:4]
+        cell = f"{med * 1e3:.2f}" if med else r["status"][:4]
+        dec.setdefault((r.get("model", ""), r["context"], r["batch"]), {})[v] = cell
     if dec:
         lines.append("decode ms: ctx batch " + " ".join(variants))
-        lines += [f"  {c} {b} " + " ".join(d.get(v, "-") for v in variants) for (c, b), d in dec.items()]
+        lines += [f"  {n} {c} {b} " + " ".join(d.get(v, "-") for v in variants) for (n, c, b), d in dec.items()]
     for r in results.get("prefill", []):
         med = r.get("timing", {}).get("median_s")
-        lines.append(f"prefill b{r['batch']} s{r['seq']} " + (f"{med * 1e3:.1f} ms" if med else r["status"]))
+        took = f"{med * 1e3:.1f} ms" if med else r["status"]
+        lines.append(f"prefill {r.get('model')} b{r['batch']} s{r['seq']} {took}")
     for r in results.get("train", []):
         med = r.get("timing", {}).get("median_s")
         mem = r.get("max_memory_allocated_bytes", 0) / 2**30
@@ -212,10 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--groups", default="micro,decode,prefill,train")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--plan", default="main", choices=["main", "heldout"])
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     dev = device_of(args.device)
-    plan = _plan(args.tiny)
+    plan = _plan(args.tiny, args.plan)
     env = environment()
     print(json.dumps({k: env.get(k) for k in ("gpu_name", "torch", "torch_cuda", "nvidia_smi")}), flush=True)
     results: dict[str, list[dict[str, Any]]] = {}
