@@ -16,7 +16,7 @@ from gpumatch.store.records import INTEGER_SAMPLE_FIELDS
 
 _leaf = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False) | st.text(max_size=8)
 _json = st.recursive(_leaf, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids,
-                                                                                      max_size=3), max_leaves=12)
+                                                                                      max_size=3), max_leaves=8)
 _manifest = st.dictionaries(st.text(max_size=8), _json, max_size=6)
 
 
@@ -30,13 +30,13 @@ def _shuffled(v: Any, rng: random.Random) -> Any:
     return v
 
 
-@settings(max_examples=50)
+@settings(max_examples=25, deadline=None)
 @given(_manifest, st.randoms(use_true_random=False))
 def test_hash_ignores_key_order(m: dict[str, Any], rng: random.Random) -> None:
     assert manifest_sha256(_shuffled(m, rng)) == manifest_sha256(m)
 
 
-@settings(max_examples=50)
+@settings(max_examples=25, deadline=None)
 @given(_manifest, st.text(min_size=1, max_size=8))
 def test_hash_sees_every_change(m: dict[str, Any], key: str) -> None:
     changed = dict(m)
@@ -58,7 +58,7 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
         yield s
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(samples=st.lists(_sample, min_size=1, max_size=20))
 def test_samples_round_trip(shared_store: Store, samples: list[dict[str, Any]]) -> None:
     run_id = shared_store.begin_run("monitor", "prop", {}, {})
