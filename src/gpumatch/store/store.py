@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -74,6 +75,7 @@ class Store:
         self.journal_mode = journal_mode
         self._open_runs: set[int] = set()
         self._closed = False
+        self._pid = os.getpid()
 
     @property
     def path(self) -> Path:
@@ -88,7 +90,7 @@ class Store:
 
     def close(self, reason: str | None = None) -> None:
         """Close; runs begun here and never ended are closed as ``interrupted`` (with ``reason``). Idempotent."""
-        if self._closed:
+        if self._closed or os.getpid() != self._pid:
             return
         for run_id in sorted(self._open_runs):
             with contextlib.suppress(StoreError):  # closed by someone else meanwhile: nothing to do
@@ -100,6 +102,9 @@ class Store:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"results store {self.path} is closed", hint="open it again with open_store()")
+        if os.getpid() != self._pid:  # a SQLite connection must not be used across fork()
+            raise StoreError(f"results store {self.path} was opened in another process (before a fork)",
+                             hint="call open_store() in each process")
 
     # ---- writers ---------------------------------------------------------------------------------
     def begin_run(self, kind: str, name: str, manifest: dict[str, Any], config: dict[str, Any]) -> int:

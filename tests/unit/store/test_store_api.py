@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,24 @@ def test_default_path_comes_from_settings(tmp_path: Path, monkeypatch: pytest.Mo
     with open_store() as s:
         assert s.path == tmp_path / "elsewhere.db"
     assert (tmp_path / "elsewhere.db").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_store_is_not_used_across_fork(store: Store) -> None:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child() -> None:
+        try:
+            store.runs()
+            q.put("no error")
+        except StoreError as e:
+            q.put(str(e))
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(timeout=20)
+    assert "another process" in q.get(timeout=5)
+    assert store.runs() == []  # the parent's connection still works
