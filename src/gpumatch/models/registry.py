@@ -84,9 +84,13 @@ _CACHE: dict[tuple[str, float], ModelRegistry] = {}
 
 
 def _overlay_stamp(folder: Path) -> float:
-    if not folder.is_dir():
-        return 0.0
-    return max([folder.stat().st_mtime, *(p.stat().st_mtime for p in folder.iterdir())])
+    """Newest mtime in the overlay (links not followed, so a dangling one cannot break the lookup)."""
+    try:
+        if not folder.is_dir():
+            return 0.0
+        return max([folder.stat().st_mtime, *(p.lstat().st_mtime for p in folder.iterdir())])
+    except OSError as e:
+        raise DataFileError(f"{folder}: cannot read the model overlay ({e.strerror or e})", "check permissions") from e
 
 
 def load_models(settings: Settings | None = None) -> ModelRegistry:

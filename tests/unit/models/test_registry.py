@@ -91,3 +91,15 @@ def test_resolve_model_name_or_path(tmp_path: Path) -> None:
         resolve_model("missing/config.json", base_dir=tmp_path)
     with pytest.raises(UnknownNameError, match=r"config\.json"):
         resolve_model("not-a-model")
+
+
+def test_overlay_dangling_link_and_directory_named_toml() -> None:
+    overlay = load_settings().model_overlay_dir
+    overlay.mkdir(parents=True)
+    (overlay / "gone.toml").symlink_to(overlay / "missing-target.toml")
+    with pytest.raises(DataFileError, match=r"gone\.toml"):
+        load_models()
+    (overlay / "gone.toml").unlink()
+    (overlay / "dir.toml").mkdir()
+    with pytest.raises(DataFileError, match="directory"):
+        load_models()
