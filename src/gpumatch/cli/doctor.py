@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from gpumatch.cli.common import Format, FormatOption, emit
+from gpumatch.errors import GpumatchError
 from gpumatch.report.render import key_values, to_csv, to_json, to_table
 
 HELP = """Environment and preflight checks of this machine's GPUs (works without a GPU too).
@@ -50,7 +51,14 @@ def doctor(
         emit("")
         emit(to_table(rows, _CHECK_COLUMNS, title=f"Preflight checks: overall {report.overall.upper()}"))
     if report.overall == "fail":
-        raise typer.Exit(1)
+        failed = ", ".join(sorted({c.name for c in report.checks if c.verdict == "fail"}))
+        raise PreflightFailed(f"preflight failed: {failed}", "see the hints in the table above")
+
+
+class PreflightFailed(GpumatchError):
+    """At least one check failed: exit code 1 (bad input stays 2), after the report was printed."""
+
+    exit_code = 1
 
 
 def _environment(m: dict[str, Any], note: str) -> dict[str, Any]:

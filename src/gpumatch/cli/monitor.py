@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from gpumatch.cli.common import Format, FormatOption, emit
+from gpumatch.errors import GpumatchError
 from gpumatch.report.render import to_csv, to_json, to_table
 
 HELP = """Sample GPU telemetry while a command runs (or until Ctrl-C); print a summary and a verdict per GPU.
@@ -26,6 +27,14 @@ Examples:
   gpumatch monitor                      # until Ctrl-C
   gpumatch monitor --replay tests/data/traces/h200-2026-12-02-gemm-bf16.csv
 """
+
+class CommandExit(GpumatchError):
+    """The monitored command failed: gpumatch exits with the command's own exit code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"the monitored command exited with code {code}", "its output is above; telemetry was kept")
+        self.exit_code = code
+
 
 #: Everything after the first positional argument is the command (so '--' is optional for simple commands).
 CONTEXT = {"allow_interspersed_args": False}
@@ -63,7 +72,7 @@ def monitor(
         sys.stderr.write(f"gpumatch: trace written to {', '.join(str(p) for p in written)}\n")
     _render(result, fmt)
     if result.exit_code:
-        raise typer.Exit(result.exit_code)
+        raise CommandExit(result.exit_code)
 
 
 def _run(command: list[str] | None, interval: float | None, replay: Path | None, gpu: list[int] | None,
@@ -78,7 +87,7 @@ def _run(command: list[str] | None, interval: float | None, replay: Path | None,
         return result
     from gpumatch.telemetry.nvml import open_nvml
 
-    interval = interval or 0.1
+    interval = 0.1 if interval is None else interval
     backend = open_nvml(gpu or None)
     try:
         manifest = build_manifest(backend)

@@ -50,6 +50,7 @@ class Device(Protocol):
         ...
 
 
+@runtime_checkable
 class Backend(Protocol):
     """A machine's GPUs and driver. ``close()`` releases the library (NVML shutdown)."""
 

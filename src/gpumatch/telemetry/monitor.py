@@ -128,6 +128,7 @@ def replay_trace(path: Path, interval_s: float | None = None) -> MonitorResult:
         raise InputError(f"trace '{path}' has no samples", "record one with 'gpumatch monitor --output F -- CMD'")
     clock = VirtualClock()
     meta = dict(backend.trace.meta, replayed_from=str(path))
-    sampler = Sampler(backend, interval_s or backend.trace.interval_s, clock=clock.now, sleep=clock.sleep, meta=meta)
+    interval = backend.trace.interval_s if interval_s is None else interval_s
+    sampler = Sampler(backend, interval, clock=clock.now, sleep=clock.sleep, meta=meta)
     trace = sampler.run_for(backend.duration_s)
     return MonitorResult(trace, analyze(trace), None, False, [])

@@ -150,8 +150,6 @@ class Sampler:
         last_gpm = last_xid = next_t
         while not self._stop.is_set():
             t = self.now_s()
-            if until_s is not None and t > until_s + 1e-9:
-                break
             wall0 = time.perf_counter()
             rows = [d.sample(t) for d in self._devices]
             if t - last_gpm >= self.gpm_interval_s - 1e-9:
@@ -164,6 +162,8 @@ class Sampler:
                 self._samples.extend(rows)
             self._account(time.perf_counter() - wall0)
             next_t += self.interval_s
+            if until_s is not None and next_t > until_s + 1e-9:
+                break
             wait = next_t - self.now_s()
             if wait < 0:
                 self._overruns += 1

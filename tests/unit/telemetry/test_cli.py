@@ -1,0 +1,114 @@
+"""``gpumatch doctor`` and ``gpumatch monitor`` as a new user meets them, without a GPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from test_nvml_backend import _fake_pynvml
+
+from gpumatch.cli.app import main
+from gpumatch.store import open_store
+from gpumatch.telemetry.trace import read_trace, write_trace
+
+
+@pytest.fixture
+def no_nvml(monkeypatch):
+    """This machine without a driver, whatever machine runs the tests."""
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(init_error=True))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+
+
+def test_doctor_without_gpu_works_and_exits_0(no_nvml, capsys) -> None:
+    assert main(["doctor", "--no-pcie-load"]) == 0
+    out = capsys.readouterr().out
+    assert "none found" in out and "NVML could not start" in out
+    assert "Preflight checks: overall PASS" in out
+
+
+def test_doctor_json(no_nvml, capsys) -> None:
+    assert main(["doctor", "--no-torch", "--psu-w", "1.6kW", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["gpu_found"] is False and d["overall"] == "pass"
+    assert len(d["manifest"]["manifest_hash"]) == 64
+
+
+def test_doctor_on_a_gpu_checks_it(fake_gpu, capsys) -> None:
+    code = main(["doctor", "--no-torch", "--psu-w", "1600", "--format", "csv"])
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0] == "check,gpu,verdict,detail,hint"
+    verdicts = {r.split(",")[0]: r.split(",")[2] for r in rows[1:]}
+    assert verdicts["power-limit"] == "pass" and verdicts["psu"] == "pass"
+    assert verdicts["foreign-processes"] == "fail"  # pid 4242 holds the (fake) GPU
+    assert code == 1
+
+
+def test_doctor_bad_psu(no_nvml, capsys) -> None:
+    assert main(["doctor", "--psu-w", "lots"]) == 2
+    assert "power" in capsys.readouterr().err
+
+
+def test_monitor_without_gpu_exits_2_with_a_hint(no_nvml, capsys) -> None:
+    assert main(["monitor", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--replay" in err
+
+
+@pytest.fixture
+def gemm_csv(tmp_path: Path, make_trace) -> Path:
+    p = tmp_path / "gemm.csv"
+    write_trace(make_trace("gemm", 10.0), p)
+    return p
+
+
+def test_monitor_replay_prints_verdict_and_stores_the_run(gemm_csv: Path, capsys) -> None:
+    assert main(["monitor", "--replay", str(gemm_csv)]) == 0
+    cap = capsys.readouterr()
+    assert "compute-bound" in cap.out and "valid-power-capped" in cap.out
+    assert "SW power cap for 97%" in cap.out
+    assert "saved as run" in cap.err
+    with open_store() as st:
+        (run,) = st.runs()
+        assert (run.kind, run.status, run.n_samples) == ("monitor-replay", "completed", 101)
+        assert run.summary["gpus"][0]["verdict"] == "valid-power-capped"
+        metrics = {r.metric: r for r in st.results(run.run_id)}
+        assert metrics["energy_j"].value == pytest.approx(6850.0, rel=1e-3)
+        assert metrics["power_cap_duty"].unit == "1"
+
+
+def test_monitor_replay_json_and_parquet_output(gemm_csv: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "again.parquet"
+    assert main(["monitor", "--replay", str(gemm_csv), "--no-store", "-o", str(out), "-f", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["gpus"][0]["workload"] == "compute-bound"
+    assert len(read_trace(out).samples) == d["n_samples"] == 101
+    assert out.with_suffix(".json").exists()
+
+
+def test_monitor_bad_arguments(gemm_csv: Path, capsys) -> None:
+    assert main(["monitor", "--replay", str(gemm_csv), "--", "true"]) == 2
+    assert main(["monitor", "--replay", str(gemm_csv), "-o", "x.txt"]) == 2
+    assert main(["monitor", "--replay", "missing.csv"]) == 2
+    assert main(["monitor", "--interval", "0", "--replay", str(gemm_csv)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 4 and all(e.startswith("gpumatch: error:") for e in err)
+
+
+def test_monitor_runs_a_command_and_exits_with_its_code(fake_gpu, tmp_path: Path, capsys) -> None:
+    trace = tmp_path / "t.csv"
+    code = main(["monitor", "-i", "0.02", "-o", str(trace), "--", sys.executable, "-c",
+                 "import time; time.sleep(0.3); raise SystemExit(7)"])
+    assert code == 7
+    cap = capsys.readouterr()
+    assert "command exit code: 7" in cap.out
+    assert len(read_trace(trace).samples) >= 5
+    with open_store() as st:
+        (run,) = st.runs()
+        assert run.kind == "monitor" and run.status == "failed" and run.n_samples >= 5
+        assert run.manifest["gpus"][0]["name"] == "NVIDIA H200"
