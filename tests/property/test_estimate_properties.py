@@ -41,9 +41,13 @@ def test_memory_grows_with_batch_and_sequence(model: str, task: str, b: int, s: 
     m = model_nums(get_model(model))
     kw = dict(rc_full=float(rc == "full"), rc_selective=float(rc == "selective"), flash=float(flash))
     c = _task_case(task, batch=float(b), seq=float(s), prompt=float(s), **kw)
-    base = evaluate(task, m, c)["total_bytes"]
-    assert evaluate(task, m, replace(c, batch=b + 1.0))["total_bytes"] > base
-    assert evaluate(task, m, replace(c, seq=2.0 * s, prompt=2.0 * s))["total_bytes"] > base
+    base = evaluate(task, m, c)
+    # totals never shrink (they can plateau where gradients, not activations, set a training peak) ...
+    for bigger in (replace(c, batch=b + 1.0), replace(c, seq=2.0 * s, prompt=2.0 * s)):
+        out = evaluate(task, m, bigger)
+        assert out["total_bytes"] >= base["total_bytes"]
+        # ... and what batch and sequence drive (activations, KV cache) strictly grows
+        assert out["activations_bytes"] + out["kv_cache_bytes"] > base["activations_bytes"] + base["kv_cache_bytes"]
 
 
 def _sharded_bytes(out: dict[str, float]) -> float:

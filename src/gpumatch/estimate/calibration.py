@@ -45,8 +45,17 @@ class Calibration:
     # memory traffic
     memory_efficiency_max: float = 0.88
     memory_half_bytes: float = 2e6
-    elementwise_bytes_per_token_hidden: float = 24.0
-    """Bytes moved per token per hidden unit per layer by norms, residual adds, RoPE and casts (assumed)."""
+    elementwise_bytes_per_token_hidden: float = 115.0
+    """Forward bytes per token per hidden unit per layer moved by non-GEMM ops that scale with ``h``: two fp32
+    RMSNorms as PyTorch/HF run them (~36 each), RoPE on Q and K (~25), layout copies (~6), residual adds (~12).
+    Fused engines (vLLM, torch.compile) move ~20 (assumed from counting the ops; backward ≈ 2×)."""
+    elementwise_bytes_per_token_ffn: float = 10.0
+    """Forward bytes per token per MLP-width unit per layer: SiLU (r2 w2) and the gate·up product (r4 w2);
+    fused silu-and-mul kernels move ~6."""
+    decode_attention_full_bw_blocks: float = 100.0
+    """Thread blocks a decode attention kernel without split-KV needs to reach full bandwidth (one per
+    (sequence, KV head); about one per SM: H100/H200 have 132). Applies to task ``infer`` (plain PyTorch
+    SDPA); serving engines split the KV sequence (flash-decoding) and are not limited (assumed)."""
     # launch and host overheads
     kernel_overhead_s: float = 2.5e-6
     kernels_per_layer: float = 10.0
@@ -72,8 +81,13 @@ class Calibration:
     cuda_context_bytes: float = 0.6e9
     nccl_buffer_bytes_per_group: float = 0.25e9
     fragmentation_fraction: float = 0.05
-    logits_bytes_per_element: float = 10.0
-    """Training logits: bf16 logits (2) + fp32 upcast (4) + fp32 log-softmax saved by the loss (4)."""
+    norm_saved_bytes_per_element: float = 6.0
+    """Bytes per element an RMSNorm keeps for backward: the fp32 upcast input (4) and the normalized bf16
+    tensor before the weight multiply (2), as PyTorch/HF ``LlamaRMSNorm`` runs it; a fused norm keeps its
+    16-bit input (2; what Korthikanti et al. count for LayerNorm)."""
+    logits_bytes_per_element: float = 14.0
+    """Training logits at the loss-backward peak, bytes per logit: bf16 logits kept by the caller (2), the fp32
+    log-softmax output saved by cross-entropy (4), the fp32 gradient of the loss (4) and of log-softmax (4)."""
     # power (fractions of TDP)
     idle_power_fraction: float = 0.12
     compute_power_fraction: float = 1.0

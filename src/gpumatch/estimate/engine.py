@@ -29,11 +29,19 @@ def bound_index(t: dict[str, Num]) -> Num:
     parts = (t["compute_s"], t["memory_s"], t["comm_s"], t["host_s"])
     if is_array(*parts):
         return np.argmax(np.stack(np.broadcast_arrays(*parts)), axis=0)
-    return max(range(4), key=lambda i: parts[i])
+    best = 0
+    for i in (1, 2, 3):
+        if parts[i] > parts[best]:
+            best = i
+    return best
 
 
 def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration, chunk_tokens: Num = None) -> dict[str, Num]:
-    """Itemized bytes per GPU (see memory.py), their total, the capacity and the margin."""
+    """Itemized bytes per GPU (see memory.py), the peak total, the capacity and the margin.
+
+    ``total_bytes`` is the peak: in single-GPU PyTorch training without accumulation the gradients and the
+    activations do not peak together (``memory.peak_dynamic_bytes``), so it can be less than the items' sum.
+    """
     training_ = task in TRAIN_TASKS
     w, g, o = memory.model_state_bytes(m, c, training_)
     if training_:
@@ -43,9 +51,10 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration, chunk_token
         chunk = c.batch * c.prompt if chunk_tokens is None else vmin(chunk_tokens, c.batch * c.prompt)
         acts, logits = memory.inference_activation_bytes(m, c, chunk), 0.0
         kv = memory.kv_cache_bytes(m, c, c.prompt + c.gen)
-    ctx, nccl, frag, gather = memory.overhead_bytes(m, c, g + o + acts + logits, cal)
+    peak_dynamic = memory.peak_dynamic_bytes(c, g, acts + logits) if training_ else acts
+    ctx, nccl, frag, gather = memory.overhead_bytes(m, c, o + peak_dynamic, cal)
     overhead = ctx + nccl + frag + gather
-    total = w + g + o + acts + logits + kv + overhead
+    total = w + o + peak_dynamic + kv + overhead
     return {
         "weights_bytes": w,
         "gradients_bytes": g,

@@ -20,7 +20,7 @@ Sources (restated in ../shared/notes/estimator-formulas.md section B):
 
 from __future__ import annotations
 
-from gpumatch.estimate._num import Num, ceil_div, vmin, where
+from gpumatch.estimate._num import Num, ceil_div, vmax, vmin, where
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.inputs import Case, ModelNums
 
@@ -68,16 +68,20 @@ def layer_activation_bytes(
     seq: Num,
     c: Case,
     dropout: bool = False,
+    norm_bytes: float = 2.0,
+    keep_all: bool = False,
 ) -> Num:
     """Activation bytes one transformer layer saves for backward (Korthikanti Table 2, generalized).
 
     ``tokens = s·b`` of one micro-batch. Returns per-GPU bytes with TP (and SP) splits applied; with
-    ``rc_full`` only the layer input ``2·s·b·h`` (÷ TP under SP) is kept.
+    ``rc_full`` only the layer input ``2·s·b·h`` (÷ TP under SP) is kept. ``norm_bytes`` per element saved by
+    each of the two norms (2 = its 16-bit input, the paper's count); ``keep_all`` ignores ``rc_full`` (the
+    layer being recomputed holds everything).
     """
     a_bytes = c.act_bytes
     h, mask = m.hidden, (1.0 if dropout else 0.0)
     # replicated across TP ranks unless sequence parallel: norm inputs, QKV input, MLP input, dropout masks
-    repl = tokens * (a_bytes * 4.0 * h + mask * 2.0 * h)
+    repl = tokens * (a_bytes * 2.0 * h + norm_bytes * 2.0 * h + mask * 2.0 * h)
     # split across TP ranks: Q, K, V, attention output, MLP internals
     mlp = a_bytes * (4.0 if m.gated else 2.0) * m.mlp_inner_width
     split = tokens * (a_bytes * (m.qkv_width + h) + mlp)
@@ -89,6 +93,8 @@ def layer_activation_bytes(
     repl_per_gpu = where(c.seq_parallel > 0, repl / c.tp, repl)
     full = repl_per_gpu + (split + attn_core) / c.tp
     kept_input = tokens * a_bytes * h / where(c.seq_parallel > 0, c.tp, 1.0)
+    if keep_all:
+        return full
     return where(c.rc_full > 0, kept_input, full)
 
 
@@ -100,18 +106,14 @@ def training_activation_bytes(m: ModelNums, c: Case, cal: Calibration) -> tuple[
     live on the last stage (÷ TP: vocab-parallel head and loss).
     """
     tokens = c.seq * c.batch
-    per_layer = layer_activation_bytes(m, tokens, c.seq, c)
+    nb = cal.norm_saved_bytes_per_element
+    per_layer = layer_activation_bytes(m, tokens, c.seq, c, norm_bytes=nb)
     alive = layers_per_stage(m, c.pp) * vmin(c.micro_batches, c.pp)
     acts = per_layer * alive
-    recompute_peak = where(c.rc_full > 0, layer_activation_bytes(m, tokens, c.seq, _no_recompute(c)), 0.0)
+    one_layer = layer_activation_bytes(m, tokens, c.seq, c, norm_bytes=nb, keep_all=True)
+    recompute_peak = c.rc_full * one_layer
     logits = tokens * m.vocab * cal.logits_bytes_per_element / c.tp
     return acts + recompute_peak, logits
-
-
-def _no_recompute(c: Case) -> Case:
-    from dataclasses import replace
-
-    return replace(c, rc_full=0.0)
 
 
 def inference_activation_bytes(m: ModelNums, c: Case, chunk_tokens: Num) -> Num:
@@ -135,6 +137,19 @@ def kv_cache_bytes(m: ModelNums, c: Case, tokens_per_seq: Num) -> Num:
     shard = vmin(c.tp, m.kv_shard_heads)
     per_token = m.kv_elems_per_token_layer * c.kv_bytes * layers_per_stage(m, c.pp) / shard
     return c.batch * blocks * per_token
+
+
+def peak_dynamic_bytes(c: Case, gradients: Num, activations: Num) -> Num:
+    """Gradients and activations at the training peak.
+
+    With persistent gradient buffers (gradient accumulation over micro-batches, DDP buckets, Megatron
+    ``main_grad``, ZeRO partitions: any ``micro_batches > 1`` or more than one GPU) both are resident at the
+    end of the forward pass. A single-GPU PyTorch step frees gradients in ``zero_grad(set_to_none=True)``
+    (the default since PyTorch 2.0) and backward creates them as it frees activations, so the peak is
+    ``max(activations, gradients)`` (the larger end of a linear exchange).
+    """
+    persistent = (c.micro_batches > 1) + (c.tp * c.pp * c.dp > 1) > 0
+    return where(persistent, gradients + activations, vmax(gradients, activations))
 
 
 def overhead_bytes(m: ModelNums, c: Case, dynamic_bytes: Num, cal: Calibration) -> tuple[Num, Num, Num, Num]:

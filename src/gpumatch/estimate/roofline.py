@@ -12,7 +12,7 @@ bound is read.
 from __future__ import annotations
 
 from gpumatch.estimate import comm, flops
-from gpumatch.estimate._num import Num, vmin, where
+from gpumatch.estimate._num import Num, is_one, vmax, vmin, where
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.inputs import Case, ModelNums
 from gpumatch.estimate.memory import layers_per_stage
@@ -58,21 +58,37 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
     w_bytes = (m.layer_matmul_params_active + flops.moe_extra_weight_params(m, tokens)) * c.weight_bytes / c.tp
     act_io = tokens * c.act_bytes * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
     gemm = op(flops.layer_gemm_flops(m, tokens) / c.tp, w_bytes + act_io, GEMMS_PER_LAYER, c, cal)
-    kv_read = c.batch * context * m.kv_elems_per_token_layer * c.kv_bytes / vmin(c.tp, m.kv_shard_heads)
+    kv_shard = vmin(c.tp, m.kv_shard_heads)
+    kv_read = c.batch * context * m.kv_elems_per_token_layer * c.kv_bytes / kv_shard
     qo = tokens * c.act_bytes * 2.0 * m.heads * m.head_dim / c.tp
-    attn = op(flops.attention_flops(m, tokens, context) / c.tp, kv_read + qo, 1.0, c, cal, attention=True)
-    elem = op(0.0, tokens * m.hidden * cal.elementwise_bytes_per_token_hidden, 1.0, c, cal)
+    tc, tm = op(flops.attention_flops(m, tokens, context) / c.tp, kv_read + qo, 1.0, c, cal, attention=True)
+    # without split-KV, one thread block per (sequence, KV head) streams the cache: too few blocks starve HBM
+    blocks = c.batch * m.kv_shard_heads / kv_shard
+    starved = vmax(1.0, cal.decode_attention_full_bw_blocks * (1.0 - c.split_kv) / blocks)
+    attn = (tc, tm * starved)
+    elem = op(0.0, elementwise_bytes(m, c, tokens, cal), 1.0, c, cal)
     return [gemm, attn, elem]
+
+
+def elementwise_bytes(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> Num:
+    """Forward bytes of one layer's non-GEMM ops (norms, RoPE, residuals, activation) per GPU."""
+    per_token = cal.elementwise_bytes_per_token_hidden * m.hidden
+    per_token = per_token + cal.elementwise_bytes_per_token_ffn * m.mlp_inner_width / c.tp
+    return tokens * per_token * c.act_bytes / 2.0
 
 
 def _tp_allreduces(m: ModelNums, c: Case, tokens: Num, count: Num, cal: Calibration) -> Num:
     """``count`` all-reduces of the hidden states of ``tokens`` tokens over the TP group."""
+    if is_one(c.tp):
+        return 0.0
     bw, hop = comm.link(c, c.tp, cal)
     return count * comm.all_reduce_s(tokens * m.hidden * c.act_bytes, c.tp, bw, hop, cal)
 
 
 def _pp_hops(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> Num:
     """One activation send across every pipeline boundary."""
+    if is_one(c.pp):
+        return 0.0
     bw, hop = comm.link(c, c.tp * c.dp * c.pp, cal)
     return where(c.pp > 1, (c.pp - 1.0) * comm.p2p_s(tokens * m.hidden * c.act_bytes, bw, hop, cal), 0.0)
 

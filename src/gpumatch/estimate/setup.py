@@ -143,17 +143,15 @@ def prices(gpu: GpuSpec) -> tuple[float, float]:
     return c, b
 
 
-def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple[str, ...]]:
-    """The :class:`Case` of one request on one GPU, and the warnings it raises."""
-    validate(arch, req)
-    weight_prec = "nf4" if req.task == "qlora" and req.precision in ("bf16", "fp16", "int4") else req.precision
-    path = compute_path(gpu, weight_prec)
-    if path.peak_flops_per_s is None:
-        raise InputError(path.warning)
-    warnings = list(req.warnings) + ([path.warning] if path.warning else [])
+def weight_precision(req: Request) -> str:
+    """The stored weight format: NF4 for a QLoRA base unless another 4/8-bit format is named."""
+    return "nf4" if req.task == "qlora" and req.precision in ("bf16", "fp16", "int4") else req.precision
+
+
+def precision_numbers(req: Request) -> dict[str, float]:
+    """Bytes per element of weights, activations, KV, gradients and optimizer state for ``req``."""
+    weight_prec = weight_precision(req)
     act_prec = activation_precision(weight_prec)
-    act_b = bytes_per_element(act_prec)
-    kv_b = bytes_per_element(req.kv_precision or act_prec)
     train_b = bytes_per_element(req.precision if req.task in ("train", "finetune") else act_prec)
     weight_b = bytes_per_element(weight_prec)
     if req.training and weight_prec == "fp8":
@@ -162,33 +160,62 @@ def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple
     opt, grads, adapter_opt = _optimizer_bytes(req, train_b)
     if req.training and req.master_weights == "fp32" and weight_prec in ("fp32", "tf32"):
         opt -= 4.0  # the fp32 weights are the master copy
+    return {
+        "weight_bytes": weight_b,
+        "act_bytes": bytes_per_element(act_prec),
+        "kv_bytes": bytes_per_element(req.kv_precision or act_prec),
+        "grad_bytes": grads,
+        "opt_bytes": opt,
+        "adapter_opt_bytes": adapter_opt,
+    }
+
+
+def shape_numbers(req: Request) -> dict[str, float]:
+    """Tokens, layout and flags of ``req`` (defaults: training seq 2048; inference prompt 512, gen 256)."""
+    seq = req.seq or 2048
     if req.training:
-        seq = req.seq or 2048
         prompt, gen = seq, 1
     else:
-        seq = req.seq or 2048
-        prompt = req.prompt or req.seq or 512
-        gen = req.gen or 256
+        prompt, gen = req.prompt or req.seq or 512, req.gen or 256
     sp = req.sequence_parallel if req.sequence_parallel is not None else req.tp > 1
     rc = req.recompute
+    return {
+        "tp": float(req.tp), "pp": float(req.pp), "dp": float(req.dp), "zero": float(req.zero),
+        "micro_batches": float(req.micro_batches), "gpus_per_node": float(req.gpus_per_node),
+        "batch": float(req.batch), "seq": float(seq), "prompt": float(prompt), "gen": float(gen),
+        "kv_block": float(req.kv_block or (16 if req.task == "serve" else 1)),
+        "split_kv": 1.0 if req.task == "serve" else 0.0,
+        "rc_full": 1.0 if rc == "full" else 0.0, "rc_selective": 1.0 if rc == "selective" else 0.0,
+        "flash": 1.0 if req.flash else 0.0, "seq_parallel": 1.0 if sp else 0.0,
+        "full_train": 1.0 if req.task in ("train", "finetune") else 0.0,
+        "lora_rank": float(req.lora_rank if req.task in ("lora", "qlora") else 0),
+    }
+
+
+def gpu_numbers(gpu: GpuSpec) -> dict[str, float]:
+    """Memory, bandwidth, power, links and prices of one GPU (peak FLOP/s depends on the precision)."""
     cloud, buy = prices(gpu)
-    case = Case(
-        capacity_bytes=float(gpu.memory_usable_bytes),
-        bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s,
-        peak_flops_per_s=path.peak_flops_per_s,
-        tdp_w=gpu.tdp_w,
-        usd_per_gpu_hour=cloud,
-        purchase_usd=buy,
-        tp=float(req.tp), pp=float(req.pp), dp=float(req.dp), zero=float(req.zero),
-        micro_batches=float(req.micro_batches), gpus_per_node=float(req.gpus_per_node),
-        batch=float(req.batch), seq=float(seq), prompt=float(prompt), gen=float(gen),
-        kv_block=float(req.kv_block or (16 if req.task == "serve" else 1)),
-        weight_bytes=weight_b, act_bytes=act_b, kv_bytes=kv_b, grad_bytes=grads, opt_bytes=opt,
-        rc_full=1.0 if rc == "full" else 0.0, rc_selective=1.0 if rc == "selective" else 0.0,
-        flash=1.0 if req.flash else 0.0, seq_parallel=1.0 if sp else 0.0,
-        full_train=1.0 if req.task in ("train", "finetune") else 0.0,
-        lora_rank=float(req.lora_rank if req.task in ("lora", "qlora") else 0),
-        adapter_opt_bytes=adapter_opt,
+    return {
+        "capacity_bytes": float(gpu.memory_usable_bytes),
+        "bandwidth_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
+        "tdp_w": gpu.tdp_w,
+        "usd_per_gpu_hour": cloud,
+        "purchase_usd": buy,
         **gpu_link_fields(gpu),
+    }
+
+
+def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple[str, ...]]:
+    """The :class:`Case` of one request on one GPU, and the warnings it raises."""
+    validate(arch, req)
+    path = compute_path(gpu, weight_precision(req))
+    if path.peak_flops_per_s is None:
+        raise InputError(path.warning)
+    warnings = list(req.warnings) + ([path.warning] if path.warning else [])
+    case = Case(
+        peak_flops_per_s=path.peak_flops_per_s,
+        **gpu_numbers(gpu),
+        **shape_numbers(req),
+        **precision_numbers(req),
     )
     return case, tuple(warnings)

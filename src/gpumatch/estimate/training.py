@@ -22,7 +22,7 @@ from gpumatch.estimate._num import Num, vmax, where
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.inputs import Case, ModelNums
 from gpumatch.estimate.memory import adapter_params_per_gpu, layers_per_stage, weight_params_per_gpu
-from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, op
+from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, elementwise_bytes, op
 
 
 def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num, Num, Num]:
@@ -40,7 +40,7 @@ def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num,
     a_flops = flops.attention_flops(m, tokens, ctx) * attn_mult / c.tp
     a_bytes = tokens * c.act_bytes * (m.qkv_width + m.heads * m.head_dim) * 2.0 * attn_mult / c.tp
     attn = op(a_flops, a_bytes, attn_mult, c, cal, attention=True)
-    elem = op(0.0, tokens * m.hidden * cal.elementwise_bytes_per_token_hidden * (3.0 + c.rc_full), 1.0, c, cal)
+    elem = op(0.0, elementwise_bytes(m, c, tokens, cal) * (3.0 + c.rc_full), 1.0, c, cal)
     comp, mem = _acc([gemm, attn, elem])
     head_mult = 2.0 + c.full_train
     head = op(flops.head_flops(m, tokens) * head_mult / c.tp,

@@ -1,0 +1,93 @@
+"""Speed of the estimators on one core: single-configuration estimates per second, scalar and vectorized.
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_estimate_speed.py [--json]``. Prints what it measured:
+1. ``estimate()`` end to end (request validation, case building, evaluation, result dataclasses), one call
+   per configuration, inference and training;
+2. ``engine.evaluate`` on a pre-built scalar Case (the formulas alone);
+3. ``evaluate`` on a Case of N candidates at once (numpy arrays), reported as candidates per second,
+   including ``candidate_case`` construction over the whole catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+from gpumatch.catalog import get_gpu, load_catalog
+from gpumatch.estimate import build_case, estimate, evaluate, model_nums
+from gpumatch.estimate.api import _request
+from gpumatch.estimate.candidates import candidate_case, gpu_table
+from gpumatch.models import get_model
+
+
+def rate(fn: Callable[[], object], min_s: float = 1.0) -> float:
+    """Calls per second of ``fn`` over at least ``min_s`` seconds (after a warm-up call)."""
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        dt = time.perf_counter() - t0
+        if dt >= min_s:
+            return n / dt
+
+
+def main() -> dict[str, float]:
+    arch = get_model("llama-3.1-70b")
+    gpu = get_gpu("H100 SXM")
+    m = model_nums(arch)
+    res: dict[str, float] = {}
+    res["estimate_infer_per_s"] = rate(lambda: estimate(arch, gpu, task="serve", batch=16, tp=4, with_scaling=False))
+    res["estimate_train_per_s"] = rate(
+        lambda: estimate(arch, gpu, task="train", batch=1, tp=8, pp=2, dp=4, zero=1, with_scaling=False))
+    case_i, _ = build_case(arch, gpu, _request(None, {"task": "serve", "batch": 16, "tp": 4}))
+    case_t, _ = build_case(arch, gpu, _request(None, {"task": "train", "tp": 8, "pp": 2, "dp": 4, "zero": 1}))
+    res["evaluate_scalar_infer_per_s"] = rate(lambda: evaluate("serve", m, case_i))
+    res["evaluate_scalar_train_per_s"] = rate(lambda: evaluate("train", m, case_t))
+
+    specs = load_catalog().gpus
+    table = gpu_table(specs)
+    rng = np.random.default_rng(0)
+    n = 100_000
+    cols = {
+        "gpu_index": rng.integers(0, len(specs), n),
+        "tp": rng.choice([1, 2, 4, 8], n).astype(float),
+        "pp": rng.choice([1, 2, 4], n).astype(float),
+        "dp": rng.choice([1, 2, 4, 8], n).astype(float),
+        "zero": rng.choice([0, 1, 2, 3], n).astype(float),
+        "batch": rng.choice([1, 2, 4, 8], n).astype(float),
+        "micro_batches": rng.choice([1, 4, 16], n).astype(float),
+    }
+    prec = rng.choice(["bf16", "fp8"], n)
+    rc = rng.choice(["none", "selective", "full"], n)
+
+    def vector_train() -> None:
+        case = candidate_case(arch, table, "train", precision=prec, recompute=rc, seq=4096.0, **cols)
+        evaluate("train", m, case)
+
+    t = 1.0 / rate(vector_train, 2.0)
+    res["vector_train_candidates"] = n
+    res["vector_train_call_s"] = t
+    res["vector_train_candidates_per_s"] = n / t
+    return res
+
+
+if __name__ == "__main__":
+    out = main()
+    meta = {"python": platform.python_version(), "numpy": np.__version__, "machine": platform.processor() or
+            platform.machine(), "cpus": os.cpu_count()}
+    if "--json" in sys.argv:
+        print(json.dumps({"results": out, "meta": meta}, indent=2))
+    else:
+        for k, v in out.items():
+            print(f"{k:34s} {v:14,.6g}")
+        print(meta)
