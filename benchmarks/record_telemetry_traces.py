@@ -123,7 +123,7 @@ def _dry_backend() -> Any:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--prefix", default="h200-2026-12-02")
+    ap.add_argument("--prefix", default=None, help="file prefix (default: card-date, e.g. h200-2026-12-02)")
     ap.add_argument("--gemm-s", type=float, default=40.0)
     ap.add_argument("--copy-s", type=float, default=20.0)
     ap.add_argument("--tiny-s", type=float, default=20.0)
@@ -150,9 +150,14 @@ def main() -> int:
     base = {"card": info.name, "driver": system.driver_version, "cuda_driver": system.cuda_driver_version_str,
             "torch": torch.__version__, "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "recorded_by": "benchmarks/record_telemetry_traces.py"}
+    card = info.name.replace("NVIDIA", "").strip().split()[0].lower() if info.name else "gpu"
+    prefix = args.prefix or f"{card}-{time.strftime('%Y-%m-%d', time.gmtime())}"
     costs = nvml_costs(backend)
-    print("nvml costs (us):", costs, flush=True)
-    (args.out / "nvml-costs.json").write_text(json.dumps({**base, **costs}, indent=1))
+    unsupported = sorted(getattr(getattr(backend.devices()[0], "_call", None), "off", set()))
+    print("nvml costs (us):", costs, "| not supported:", unsupported, flush=True)
+    (args.out / "nvml-costs.json").write_text(json.dumps({**base, **costs, "not_supported": unsupported,
+                                                          "device_info": info.to_dict(),
+                                                          "system": system.to_dict()}, indent=1))
     gemm_loop(torch, device, 1.0 if not args.dry_run else 0.1, n=8192 if not args.dry_run else 256)  # warm-up
     runs = [
         ("gemm-bf16", "bf16 8192^3 torch.matmul back to back, sync every 20", lambda: gemm_loop(
@@ -166,7 +171,7 @@ def main() -> int:
     ]
     for name, what, fn in runs:
         trace = record(backend, name, fn, {**base, "what_ran": what}, args.interval)
-        paths = write_trace(trace, args.out / f"{args.prefix}-{name}.csv")
+        paths = write_trace(trace, args.out / f"{prefix}-{name}.csv")
         s = trace.stats
         print(f"{name}: {len(trace.samples)} samples over {trace.duration_s:.1f} s, tick {s.mean_tick_s * 1e3:.2f} ms "
               f"mean / {s.max_tick_s * 1e3:.2f} max, overruns {s.overruns}; {trace.meta.get('tflops_per_block') or ''}"

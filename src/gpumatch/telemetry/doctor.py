@@ -63,7 +63,8 @@ def run_doctor(
         tb = probe_torch(python) if torch_probe else None
         gpus = _gpu_facts(backend, tb, pcie_load, python)
         facts = MachineFacts(system=backend.system() if backend else None, gpus=gpus, torch=tb,
-                             own_pids=frozenset({os.getpid()}), psu_w=psu_w, other_load_w=other_load_w)
+                             own_pids=frozenset({os.getpid()}), psu_w=psu_w, other_load_w=other_load_w,
+                             torch_probed=torch_probe)
         checks = run_checks(facts)
         manifest = build_manifest(backend, tb)
     finally:

@@ -68,6 +68,7 @@ class MachineFacts:
     own_pids: frozenset[int] = field(default_factory=frozenset)
     psu_w: float | None = None
     other_load_w: float = 0.0
+    torch_probed: bool = True
 
 
 def _c(name: str, g: GpuFacts, verdict: str, detail: str, hint: str = "") -> Check:
@@ -199,6 +200,8 @@ def check_temperature(g: GpuFacts) -> Check:
 def check_torch(m: MachineFacts) -> list[Check]:
     """Driver vs the torch CUDA build, and each card's compute capability vs torch's arch list."""
     tb = m.torch
+    if not m.torch_probed:
+        return [Check("torch-build", SKIP, "torch build not probed (--no-torch)")]
     if tb is None:
         return [Check("torch-build", SKIP, "torch is not installed for this Python", "pip install 'gpumatch[bench]'")]
     if tb.error:
