@@ -61,7 +61,8 @@ def show_run(
                   None if samples else ["result_id", "metric", "value", "unit", "config", "extra"])
     else:
         run = dict(data["run"])
-        run.pop("writer", None)
+        for key in ("writer", "started_unix_s"):
+            run.pop(key, None)
         emit_object(run, fmt)
         if data["results"]:
             emit("")
