@@ -8,13 +8,17 @@ Efficiency curves depend on operator size, as measured kernels do (estimator-for
 ``eta(x) = eta_max * x / (x + x_half)``, a saturating curve that is ``eta_max / 2`` at ``x_half``.
 
 Default numbers (basis "assumed") and where they come from:
-- ``gemm_efficiency_max = 0.80``: an 8192^3 bf16 matmul ran at 769-798 TFLOP/s on H100/H200 machines
-  of the device pool (device notes KINDS.md, 2026-10-28 .. 2026-11-13) against a dense peak of 989.5.
-- ``gemm_half_flops = 2e10``: assumed (medium GEMMs, 4096^3 = 1.4e11 FLOP, reach about 0.7 of peak).
+- ``gemm_efficiency_max = 0.60``: an 8192^3 bf16 matmul ran at 769-798 TFLOP/s (0.78-0.80 of the dense
+  989.5) in short bursts on H100/H200 machines of the device pool (device notes KINDS.md); under sustained
+  load an H200 held 1470 of its 1980 MHz at the 700 W cap (benchmark-method.md section 3), so sustained
+  compute-bound work gets about 0.80 × 1470/1980 ≈ 0.6.
+- ``gemm_half_flops = 5e9``: assumed, informed by the bf16 GEMM sweep on an H200 (2026-12-02,
+  tests/data/measurements/2026-12-02-h200-micro.json): 1024^3 (2.1e9 FLOP) reached 0.19 of peak, 2048^3
+  (1.7e10) 0.67, 4096^3 and larger 0.71-0.79; skinny decode GEMMs are memory-bound regardless.
 - ``memory_efficiency_max = 0.88``: device-to-device copies moved 3.0 TB/s of 3.35 (H100) and
   4.3 of 4.8 TB/s (H200) (KINDS.md), i.e. 0.90; GEMV-style weight streaming assumed slightly lower.
-- ``attention_efficiency_max = 0.50``: FlashAttention-2 forward reaches 50-70 % of A100 peak (Dao 2023,
-  arXiv:2307.08691, section 4.1) and less on H100 (FA3 paper, Shah et al. 2024: FA2 ~35 % on H100).
+- ``attention_efficiency_max = 0.40``: FlashAttention-2 forward reaches 50-70 % of A100 peak (Dao 2023,
+  arXiv:2307.08691, section 4.1) and about 35-45 % on H100 (FA3 paper, Shah et al. 2024, figure 5).
 - ``nvlink_efficiency = 0.78``: NCCL all-reduce bus bandwidth 329-361 GB/s on 2-8 H100 NVLink
   against 450 GB/s per direction (KINDS.md).
 - power: idle 12 % of TDP (H200 probe: 86 W idle at 700 W TDP, benchmark-method.md section 3);
@@ -38,9 +42,9 @@ class Calibration:
     basis: str = "assumed"
     provenance: str = "assumed: documented defaults (docs/estimators.md), not fitted on any card"
     # compute
-    gemm_efficiency_max: float = 0.80
-    gemm_half_flops: float = 2e10
-    attention_efficiency_max: float = 0.50
+    gemm_efficiency_max: float = 0.60
+    gemm_half_flops: float = 5e9
+    attention_efficiency_max: float = 0.40
     attention_half_flops: float = 5e9
     # memory traffic
     memory_efficiency_max: float = 0.88
@@ -59,6 +63,12 @@ class Calibration:
     # launch and host overheads
     kernel_overhead_s: float = 2.5e-6
     kernels_per_layer: float = 10.0
+    eager_launch_s: float = 11e-6
+    """CPU cost of dispatching one kernel in eager PyTorch: a small eager op took 11.1 µs (median) on the
+    H200 of 2026-12-02 (tests/data/measurements/2026-12-02-h200-micro.json, kind "launch")."""
+    eager_kernels_per_layer: float = 40.0
+    """Kernels an eager Llama-style layer launches per forward (5 GEMMs, 2 × ~7 for fp32 RMSNorm, ~10 for
+    RoPE, attention, SiLU, product, residual adds, views; counted from the HF/bench model; backward ≈ 2×)."""
     decode_step_overhead_s: float = 30e-6
     prefill_overhead_s: float = 200e-6
     train_step_overhead_s: float = 2e-3
@@ -68,8 +78,8 @@ class Calibration:
     nvlink_efficiency: float = 0.78
     pcie_efficiency: float = 0.80
     network_efficiency: float = 0.85
-    collective_latency_s: float = 10e-6
-    nvlink_hop_latency_s: float = 1.5e-6
+    collective_latency_s: float = 8e-6
+    nvlink_hop_latency_s: float = 1.0e-6
     pcie_hop_latency_s: float = 4e-6
     network_hop_latency_s: float = 6e-6
     internode_bytes_per_s: float = 50e9

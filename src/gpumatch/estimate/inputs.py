@@ -116,7 +116,8 @@ class Case:
     Layout: ``tp``, ``pp``, ``dp``, ``zero`` (0-3; 3 = FSDP full shard), ``micro_batches`` per step and
     pipeline, ``gpus_per_node``. Workload: ``batch`` (micro-batch per DP rank / concurrent sequences),
     ``seq`` (training), ``prompt`` and ``gen`` tokens (inference), ``kv_block`` tokens; ``split_kv`` 1 when
-    decode attention splits the KV sequence across thread blocks (serving engines), 0 for plain SDPA.
+    decode attention splits the KV sequence across thread blocks (serving engines), 0 for plain SDPA;
+    ``graphs`` 1 when the step replays a CUDA graph (no CPU dispatch per kernel), 0 for eager PyTorch.
     Precisions in bytes per element: ``weight_bytes``, ``act_bytes``, ``kv_bytes``, ``grad_bytes``,
     ``opt_bytes`` (optimizer state per trainable parameter, master copy included). Flags (0/1):
     ``rc_full``, ``rc_selective``, ``flash``, ``seq_parallel``, ``full_train`` (1 full, 0 adapters only);
@@ -146,6 +147,7 @@ class Case:
     gen: Num = 256.0
     kv_block: Num = 1.0
     split_kv: Num = 1.0
+    graphs: Num = 1.0
     weight_bytes: Num = 2.0
     act_bytes: Num = 2.0
     kv_bytes: Num = 2.0

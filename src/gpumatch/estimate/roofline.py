@@ -71,10 +71,23 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
 
 
 def elementwise_bytes(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> Num:
-    """Forward bytes of one layer's non-GEMM ops (norms, RoPE, residuals, activation) per GPU."""
-    per_token = cal.elementwise_bytes_per_token_hidden * m.hidden
+    """Forward bytes of one layer's non-GEMM ops (norms, RoPE, residuals, activation) per GPU.
+
+    Work on the hidden width is split over TP ranks only under sequence parallelism; MLP-width work always.
+    """
+    per_token = cal.elementwise_bytes_per_token_hidden * m.hidden / where(c.seq_parallel > 0, c.tp, 1.0)
     per_token = per_token + cal.elementwise_bytes_per_token_ffn * m.mlp_inner_width / c.tp
     return tokens * per_token * c.act_bytes / 2.0
+
+
+def host_time(gpu_s: Num, layers: Num, passes: Num, fixed_s: float, c: Case, cal: Calibration) -> Num:
+    """Host-side time of a step: kernel gaps, a fixed per-step cost, and -- in eager mode -- whatever part of
+    the CPU's kernel dispatch (``eager_kernels_per_layer`` launches of ``eager_launch_s`` per layer and pass)
+    the GPU work does not hide (dispatch runs ahead asynchronously, so the step takes the longer of the two).
+    """
+    gaps = layers * passes * cal.kernels_per_layer * cal.kernel_overhead_s
+    cpu = (1.0 - c.graphs) * layers * passes * cal.eager_kernels_per_layer * cal.eager_launch_s
+    return gaps + fixed_s + vmax(cpu - gpu_s - gaps, 0.0)
 
 
 def _tp_allreduces(m: ModelNums, c: Case, tokens: Num, count: Num, cal: Calibration) -> Num:
@@ -104,8 +117,9 @@ def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[s
     head = op(flops.head_flops(m, tokens) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
     h_comp, h_mem = _acc([head])
     comm_ = layers * _tp_allreduces(m, c, tokens, 2.0, cal) + _pp_hops(m, c, tokens, cal)
-    host = layers * cal.kernels_per_layer * cal.kernel_overhead_s + cal.decode_step_overhead_s
-    return _result(layers * comp + h_comp, layers * mem + h_mem, comm_, host)
+    comp, mem = layers * comp + h_comp, layers * mem + h_mem
+    host = host_time(comp + mem + comm_, layers, 1.0, cal.decode_step_overhead_s, c, cal)
+    return _result(comp, mem, comm_, host)
 
 
 def prefill(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
@@ -121,5 +135,6 @@ def prefill(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     head = op(flops.head_flops(m, c.batch) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
     h_comp, h_mem = _acc([head])
     comm_ = layers * _tp_allreduces(m, c, tokens, 2.0, cal) + _pp_hops(m, c, tokens, cal)
-    host = layers * cal.kernels_per_layer * cal.kernel_overhead_s + cal.prefill_overhead_s
-    return _result(layers * comp + h_comp, layers * mem + h_mem, comm_, host)
+    comp, mem = layers * comp + h_comp, layers * mem + h_mem
+    host = host_time(comp + mem + comm_, layers, 1.0, cal.prefill_overhead_s, c, cal)
+    return _result(comp, mem, comm_, host)

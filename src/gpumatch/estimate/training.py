@@ -22,7 +22,7 @@ from gpumatch.estimate._num import Num, vmax, where
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.inputs import Case, ModelNums
 from gpumatch.estimate.memory import adapter_params_per_gpu, layers_per_stage, weight_params_per_gpu
-from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, elementwise_bytes, op
+from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, elementwise_bytes, host_time, op
 
 
 def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num, Num, Num]:
@@ -50,8 +50,9 @@ def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num,
     bw, hop = comm.link(c, c.tp, cal)
     ar = comm.all_reduce_s(tokens * m.hidden * c.act_bytes, c.tp, bw, hop, cal)
     tp_comm = layers * ar * (4.0 + 2.0 * c.rc_full) * (1.0 - cal.tp_overlap_fraction)
-    host = layers * cal.kernels_per_layer * cal.kernel_overhead_s * (3.0 + c.rc_full)
-    return layers * comp + h_comp, layers * mem + h_mem, tp_comm, host
+    comp, mem = layers * comp + h_comp, layers * mem + h_mem
+    host = host_time(comp + mem + tp_comm, layers, 3.0 + c.rc_full, 0.0, c, cal)
+    return comp, mem, tp_comm, host
 
 
 def trainable_params_per_gpu(m: ModelNums, c: Case) -> Num:
