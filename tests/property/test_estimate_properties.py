@@ -88,9 +88,12 @@ def test_step_time_positive_and_monotone_in_batch(model: str, task: str, b: int,
     key = "step_s" if task in TRAIN else "tpot_s"
     t1 = evaluate(task, m, c)[key]
     t2 = evaluate(task, m, replace(c, batch=b + 1.0))[key]
-    assert 0 < t1 < t2
+    # non-decreasing: a step whose kernels are dispatched eagerly can be CPU-bound, flat in batch
+    # (compared up to float rounding)
+    assert 0 < t1 <= t2 * (1 + 1e-12)
     if task not in TRAIN:
-        assert 0 < evaluate(task, m, c)["prefill_s"] < evaluate(task, m, replace(c, batch=b + 1.0))["prefill_s"]
+        p1 = evaluate(task, m, c)["prefill_s"]
+        assert 0 < p1 <= evaluate(task, m, replace(c, batch=b + 1.0))["prefill_s"] * (1 + 1e-12)
 
 
 def test_vectorized_matches_scalar() -> None:

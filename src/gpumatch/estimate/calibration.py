@@ -23,6 +23,13 @@ Default numbers (basis "assumed") and where they come from:
   against 450 GB/s per direction (KINDS.md).
 - power: idle 12 % of TDP (H200 probe: 86 W idle at 700 W TDP, benchmark-method.md section 3);
   compute-bound work at the power cap (681-689 W sustained in a bf16 GEMM, same probe).
+- fitted 2026-12-02 on one H200 (benchmarks/fit_calibration.py; fit set = decode at context 2048, prefill at
+  batch 1, Llama-3.2-1B training with fp32 master weights and no recompute; docs/accuracy.md has the error
+  table on the held-out cases): gemm_efficiency_max 0.61 and attention_efficiency_max 0.28 (sustained,
+  power-capped; short GEMM bursts in the microbenchmark reached 0.79), elementwise bytes 139 per h and 13
+  per f (eager PyTorch), eager_launch_s 14 us, train_step_overhead_s 11 ms, optimizer_traffic_factor 2.1,
+  fragmentation 0.105 of dynamic bytes (max_memory_reserved against allocated), logits 15.4 bytes per
+  element, norm_saved_bytes_per_element 6.6.
 - everything else: assumed, stated per field below.
 """
 
@@ -40,20 +47,21 @@ class Calibration:
     """Efficiencies (fractions of peak) and overheads (SI) used by every estimator."""
 
     basis: str = "assumed"
-    provenance: str = "assumed: documented defaults (docs/estimators.md), not fitted on any card"
+    provenance: str = ("defaults fitted on one H200 (2026-12-02, tests/data/measurements, fit set of "
+                       "gpumatch.bench.accuracy); assumed for other cards")
     # compute
-    gemm_efficiency_max: float = 0.60
+    gemm_efficiency_max: float = 0.61
     gemm_half_flops: float = 5e9
-    attention_efficiency_max: float = 0.40
+    attention_efficiency_max: float = 0.28
     attention_half_flops: float = 5e9
     # memory traffic
     memory_efficiency_max: float = 0.88
     memory_half_bytes: float = 2e6
-    elementwise_bytes_per_token_hidden: float = 115.0
+    elementwise_bytes_per_token_hidden: float = 139.0
     """Forward bytes per token per hidden unit per layer moved by non-GEMM ops that scale with ``h``: two fp32
     RMSNorms as PyTorch/HF run them (~36 each), RoPE on Q and K (~25), layout copies (~6), residual adds (~12).
     Fused engines (vLLM, torch.compile) move ~20 (assumed from counting the ops; backward ≈ 2×)."""
-    elementwise_bytes_per_token_ffn: float = 10.0
+    elementwise_bytes_per_token_ffn: float = 13.0
     """Forward bytes per token per MLP-width unit per layer: SiLU (r2 w2) and the gate·up product (r4 w2);
     fused silu-and-mul kernels move ~6."""
     decode_attention_full_bw_blocks: float = 100.0
@@ -63,7 +71,7 @@ class Calibration:
     # launch and host overheads
     kernel_overhead_s: float = 2.5e-6
     kernels_per_layer: float = 10.0
-    eager_launch_s: float = 11e-6
+    eager_launch_s: float = 14e-6
     """CPU cost of dispatching one kernel in eager PyTorch: a small eager op took 11.1 µs (median) on the
     H200 of 2026-12-02 (tests/data/measurements/2026-12-02-h200-micro.json, kind "launch")."""
     eager_kernels_per_layer: float = 40.0
@@ -71,8 +79,8 @@ class Calibration:
     RoPE, attention, SiLU, product, residual adds, views; counted from the HF/bench model; backward ≈ 2×)."""
     decode_step_overhead_s: float = 30e-6
     prefill_overhead_s: float = 200e-6
-    train_step_overhead_s: float = 2e-3
-    optimizer_traffic_factor: float = 2.0
+    train_step_overhead_s: float = 11e-3
+    optimizer_traffic_factor: float = 2.1
     """Optimizer bytes moved / (state + grad + weight bytes): ~1.75 fused AdamW, ~5 foreach (assumed 2)."""
     # links (fractions of the per-direction datasheet bandwidth) and latencies
     nvlink_efficiency: float = 0.78
@@ -90,12 +98,12 @@ class Calibration:
     # memory overheads
     cuda_context_bytes: float = 0.6e9
     nccl_buffer_bytes_per_group: float = 0.25e9
-    fragmentation_fraction: float = 0.05
-    norm_saved_bytes_per_element: float = 6.0
+    fragmentation_fraction: float = 0.105
+    norm_saved_bytes_per_element: float = 6.6
     """Bytes per element an RMSNorm keeps for backward: the fp32 upcast input (4) and the normalized bf16
     tensor before the weight multiply (2), as PyTorch/HF ``LlamaRMSNorm`` runs it; a fused norm keeps its
     16-bit input (2; what Korthikanti et al. count for LayerNorm)."""
-    logits_bytes_per_element: float = 14.0
+    logits_bytes_per_element: float = 15.4
     """Training logits at the loss-backward peak, bytes per logit: bf16 logits kept by the caller (2), the fp32
     log-softmax output saved by cross-entropy (4), the fp32 gradient of the loss (4) and of log-softmax (4)."""
     # power (fractions of TDP)

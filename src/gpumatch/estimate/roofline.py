@@ -80,13 +80,16 @@ def elementwise_bytes(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> N
     return tokens * per_token * c.act_bytes / 2.0
 
 
-def host_time(gpu_s: Num, layers: Num, passes: Num, fixed_s: float, c: Case, cal: Calibration) -> Num:
+def host_time(
+    gpu_s: Num, layers: Num, passes: Num, fixed_s: float, c: Case, cal: Calibration, graphs: Num = None
+) -> Num:
     """Host-side time of a step: kernel gaps, a fixed per-step cost, and -- in eager mode -- whatever part of
     the CPU's kernel dispatch (``eager_kernels_per_layer`` launches of ``eager_launch_s`` per layer and pass)
     the GPU work does not hide (dispatch runs ahead asynchronously, so the step takes the longer of the two).
+    ``graphs`` overrides ``c.graphs`` (prefill is dispatched eagerly: 0).
     """
     gaps = layers * passes * cal.kernels_per_layer * cal.kernel_overhead_s
-    cpu = (1.0 - c.graphs) * layers * passes * cal.eager_kernels_per_layer * cal.eager_launch_s
+    cpu = (1.0 - (c.graphs if graphs is None else graphs)) * layers * passes * cal.eager_kernels_per_layer * cal.eager_launch_s
     return gaps + fixed_s + vmax(cpu - gpu_s - gaps, 0.0)
 
 
@@ -123,7 +126,8 @@ def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[s
 
 
 def prefill(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
-    """A causal forward over ``batch × prompt`` tokens; logits of the last position only."""
+    """A causal forward over ``batch × prompt`` tokens; logits of the last position only. Prefill kernels are
+    dispatched one by one (no CUDA graph), as plain PyTorch and most engines run variable-length prefills."""
     tokens = c.batch * c.prompt
     layers = layers_per_stage(m, c.pp) * c.pp
     ctx = flops.prefill_context(c.prompt)
@@ -136,5 +140,5 @@ def prefill(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     h_comp, h_mem = _acc([head])
     comm_ = layers * _tp_allreduces(m, c, tokens, 2.0, cal) + _pp_hops(m, c, tokens, cal)
     comp, mem = layers * comp + h_comp, layers * mem + h_mem
-    host = host_time(comp + mem + comm_, layers, 1.0, cal.prefill_overhead_s, c, cal)
+    host = host_time(comp + mem + comm_, layers, 1.0, cal.prefill_overhead_s, c, cal, graphs=0.0)
     return _result(comp, mem, comm_, host)
