@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from gpumatch.cli.common import Format, FormatOption, emit_object
+from gpumatch.cli.common import Format, FormatOption, emit_object, emit_rows
 
 HELP = """Estimate one configuration: does it fit, how fast, at what power and cost.
 
@@ -14,9 +14,9 @@ HELP = """Estimate one configuration: does it fit, how fast, at what power and c
 Examples:
   gpumatch estimate --model llama-3.1-8b --gpu "H100 SXM" --task infer --batch 8 --prompt 1024 --gen 256
   gpumatch estimate --model llama-3.1-70b --gpu "H100 SXM" --count 4 --tp 4 --task serve --batch 64
-  gpumatch estimate --model llama-3.2-1b --gpu h200 --task train --batch 8 --seq 2048 --recompute full
+  gpumatch estimate --model llama-3.2-1b --gpu "H200 SXM" --task train --batch 8 --seq 2048 --recompute full --curve
   gpumatch estimate --model llama-3.1-8b --gpu "RTX 4090" --task qlora --batch 4 --seq 2048 --format json
-  gpumatch estimate --workload examples/chat-70b.toml --gpu "H100 SXM" --count 4 --tp 4
+  gpumatch estimate --workload examples/chat-70b-serving.toml --gpu "H100 SXM" --count 4 --tp 4
 """
 
 
@@ -79,10 +79,11 @@ def estimate_cmd(
     zero: int = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP full shard)."),
     micro_batches: int = typer.Option(None, "--micro-batches", help="Micro-batches per step (grad accumulation)."),
     workload: str = typer.Option(None, "--workload", "-w", help="A workload file instead of the flags above."),
+    curve: bool = typer.Option(False, "--curve", help="Add the memory growth curve over batch × sequence length."),
     fmt: Format = FormatOption,
 ) -> None:
     from gpumatch.errors import InputError
-    from gpumatch.estimate import estimate
+    from gpumatch.estimate import estimate, memory_curve
 
     model_arg: Any = model
     options: dict[str, Any] = {}
@@ -99,4 +100,13 @@ def estimate_cmd(
     options.pop("count", None)
     result = estimate(model_arg, gpu, count=count, **options)
     d = result.to_dict()
+    rows = memory_curve(model_arg, gpu, count=count, **options) if curve else []
+    if curve:
+        d["memory_curve"] = rows
+    if fmt is Format.json or not curve:
+        emit_object(d, fmt, _table_view(d))
+        return
     emit_object(d, fmt, _table_view(d))
+    view = [{"batch": r["batch"], "seq": r["seq"], "activations": _gib(r["activations_bytes"]),
+             "kv_cache": _gib(r["kv_cache_bytes"]), "total": _gib(r["total_bytes"]), "fits": r["fits"]} for r in rows]
+    emit_rows(view, fmt, title="Memory per GPU over batch × sequence length")

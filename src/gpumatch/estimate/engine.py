@@ -22,6 +22,8 @@ from gpumatch.estimate.power import DEFAULT_SITE, Site
 TRAIN_TASKS = ("train", "finetune", "lora", "qlora")
 INFER_TASKS = ("infer", "serve")
 TASKS = INFER_TASKS + TRAIN_TASKS
+SERVE_PREFILL_CHUNK_TOKENS = 8192
+"""Serving engines prefill in chunks (vLLM's ``max_num_batched_tokens``, 8192 for online serving in v1)."""
 
 
 def bound_index(t: dict[str, Num]) -> Num:
@@ -48,6 +50,8 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration, chunk_token
         acts, logits = memory.training_activation_bytes(m, c, cal)
         kv: Num = 0.0
     else:
+        if chunk_tokens is None and task == "serve":
+            chunk_tokens = SERVE_PREFILL_CHUNK_TOKENS
         chunk = c.batch * c.prompt if chunk_tokens is None else vmin(chunk_tokens, c.batch * c.prompt)
         acts, logits = memory.inference_activation_bytes(m, c, chunk), 0.0
         kv = memory.kv_cache_bytes(m, c, c.prompt + c.gen)

@@ -125,8 +125,8 @@ def inference_activation_bytes(m: ModelNums, c: Case, chunk_tokens: Num) -> Num:
     t, ab = chunk_tokens, c.act_bytes
     width = 3.0 if m.gated else 2.0
     layer = t * ab * (2.0 * m.hidden + (m.qkv_width + width * m.mlp_inner_width) / c.tp)
-    seq = chunk_tokens / c.batch
-    scores = where(c.flash > 0, 0.0, m.heads / c.tp * seq * t * (ab + 4.0))
+    # materialized scores: every query of the chunk against the sequence's keys (up to the whole prompt)
+    scores = where(c.flash > 0, 0.0, m.heads / c.tp * vmin(c.prompt, t) * t * (ab + 4.0))
     logits = c.batch * m.vocab * (ab + 4.0) / c.tp
     return layer + scores + logits
 

@@ -89,7 +89,8 @@ def host_time(
     ``graphs`` overrides ``c.graphs`` (prefill is dispatched eagerly: 0).
     """
     gaps = layers * passes * cal.kernels_per_layer * cal.kernel_overhead_s
-    cpu = (1.0 - (c.graphs if graphs is None else graphs)) * layers * passes * cal.eager_kernels_per_layer * cal.eager_launch_s
+    eager = 1.0 - (c.graphs if graphs is None else graphs)
+    cpu = eager * layers * passes * cal.eager_kernels_per_layer * cal.eager_launch_s
     return gaps + fixed_s + vmax(cpu - gpu_s - gaps, 0.0)
 
 
