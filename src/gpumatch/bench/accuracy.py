@@ -1,0 +1,182 @@
+"""Estimates against measurements: the committed H200 runs as cases, gpumatch's and llm-analysis's predictions.
+
+No torch here: this module reads the JSON files that :mod:`benchmarks.gpu.run_suite` wrote (committed under
+``tests/data/measurements/``) and calls :func:`gpumatch.estimate.estimate` on the same configurations.
+
+Metrics compared (measured value -> estimate key):
+
+- decode: median step time of the ``compiled-graph`` variant (torch.compile + CUDA graph) at a context of
+  ``context`` cached tokens -> ``tpot_s`` with ``prompt = context - 1, gen = 1`` (the step that writes
+  position ``context - 1``, attending ``context`` keys). The eager-graph variant is kept alongside.
+- prefill: median time of one causal pass over ``batch × seq`` tokens, last-position logits -> ``prefill_s``.
+- train time: median optimizer step -> ``step_s``; train memory: ``torch.cuda.max_memory_reserved`` ->
+  ``total_bytes - cuda_context_bytes - comm_buffer_bytes`` (what PyTorch's caching allocator holds).
+
+Fit set (the cases whose measurements set the Calibration defaults) versus held-out, by rule:
+decode at context 2048 of the first run; prefill at batch 1 of the first run; training of Llama-3.2-1B with
+fp32 master weights and no recompute of the first run. Everything else -- other contexts, batched prefill,
+the 3B model, full recompute, bf16-only training, and the whole second ("heldout") run with new shapes,
+contexts and batch sizes -- is held out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpumatch.bench.shapes import LlamaShape
+from gpumatch.estimate import Calibration, estimate
+from gpumatch.models.arch import ModelArch
+
+GPU = "h200-sxm"
+DECODE_VARIANT = "compiled-graph"
+
+
+@dataclass(frozen=True)
+class MeasuredCase:
+    """One measured configuration and the estimate key it is compared with."""
+
+    case_id: str
+    kind: str
+    """decode | prefill | train-time | train-memory"""
+    shape: dict[str, Any]
+    options: dict[str, Any]
+    metric: str
+    measured: float
+    source: str
+    fit: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def arch_of(shape: dict[str, Any]) -> ModelArch:
+    """A :class:`ModelArch` with the bench shape's dimensions (Llama family, gated MLP, two norms)."""
+    s = LlamaShape.from_dict(shape)
+    return ModelArch(name=s.name or "bench-llama", family="llama", layers=s.layers, hidden_size=s.hidden,
+                     heads=s.heads, kv_heads=s.kv_heads, head_dim=s.head_dim, ffn_size=s.ffn,
+                     vocab_size=s.vocab, tied_embeddings=s.tied)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def _shapes_by_name(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for key in ("decode_model", "decode_models", "prefill_models", "train"):
+        value = plan.get(key)
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            shape = item[0] if isinstance(item, list) else item
+            if isinstance(shape, dict) and "name" in shape:
+                found[shape["name"]] = shape
+    return found
+
+
+def _decode_cases(doc: dict[str, Any], source: str, first_run: bool) -> list[MeasuredCase]:
+    shapes = _shapes_by_name(doc["plan"])
+    by_key: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for r in doc["cases"]:
+        if r.get("kind") == "decode" and r.get("status") == "ok":
+            by_key.setdefault((r["model"], r["batch"], r["context"]), {})[r["variant"]] = r
+    cases = []
+    for (model, batch, ctx), variants in sorted(by_key.items()):
+        if DECODE_VARIANT not in variants:
+            continue
+        alt = variants.get("graph", {}).get("timing", {}).get("median_s")
+        cases.append(MeasuredCase(
+            case_id=f"decode {model} b{batch} ctx{ctx}", kind="decode", shape=shapes[model],
+            options={"task": "infer", "batch": batch, "prompt": ctx - 1, "gen": 1}, metric="tpot_s",
+            measured=variants[DECODE_VARIANT]["timing"]["median_s"], source=source,
+            fit=first_run and ctx == 2048, extra={"measured_eager_graph_s": alt}))
+    return cases
+
+
+def _prefill_cases(doc: dict[str, Any], source: str, first_run: bool) -> list[MeasuredCase]:
+    shapes = _shapes_by_name(doc["plan"])
+    default = doc["plan"].get("decode_model", {}).get("name")
+    cases = []
+    for r in doc["cases"]:
+        if r.get("kind") != "prefill" or r.get("status") != "ok":
+            continue
+        model = r.get("model", default)
+        cases.append(MeasuredCase(
+            case_id=f"prefill {model} b{r['batch']} s{r['seq']}", kind="prefill", shape=shapes[model],
+            options={"task": "infer", "batch": r["batch"], "prompt": r["seq"], "gen": 1}, metric="prefill_s",
+            measured=r["timing"]["median_s"], source=source, fit=first_run and r["batch"] == 1))
+    return cases
+
+
+def _train_cases(doc: dict[str, Any], source: str, first_run: bool) -> list[MeasuredCase]:
+    shapes = _shapes_by_name(doc["plan"])
+    cases = []
+    for r in doc["cases"]:
+        if r.get("kind") != "train" or r.get("status") not in ("ok", "oom"):
+            continue
+        name = f"{r['model']} b{r['batch']} s{r['seq']} rc={r['recompute']} master={r['master']}"
+        opts = {"task": "train", "batch": r["batch"], "seq": r["seq"], "recompute": r["recompute"],
+                "master_weights": r["master"]}
+        fit = first_run and r["model"] == "llama-3.2-1b" and r["master"] == "fp32" and r["recompute"] == "none"
+        if r["status"] == "oom":
+            cases.append(MeasuredCase(case_id=f"train {name}", kind="train-fit", shape=shapes[r["model"]],
+                                      options=opts, metric="fits", measured=0.0, source=source, fit=False,
+                                      extra={"error": r.get("error", "")}))
+            continue
+        cases.append(MeasuredCase(case_id=f"train {name}", kind="train-time", shape=shapes[r["model"]],
+                                  options=opts, metric="step_s", measured=r["timing"]["median_s"],
+                                  source=source, fit=fit))
+        cases.append(MeasuredCase(case_id=f"memory {name}", kind="train-memory", shape=shapes[r["model"]],
+                                  options=opts, metric="reserved_bytes", measured=float(r["max_memory_reserved_bytes"]),
+                                  source=source, fit=fit,
+                                  extra={"max_memory_allocated_bytes": r["max_memory_allocated_bytes"]}))
+    return cases
+
+
+def load_cases(directory: Path) -> list[MeasuredCase]:
+    """All measured cases from ``*-h200-{decode,prefill,train}.json`` and ``*-h200-heldout-*.json`` files."""
+    cases: list[MeasuredCase] = []
+    readers: dict[str, Callable[[dict[str, Any], str, bool], list[MeasuredCase]]] = {
+        "decode": _decode_cases, "prefill": _prefill_cases, "train": _train_cases}
+    for path in sorted(directory.glob("*-h200-*.json")):
+        group = path.stem.rsplit("-", 1)[-1]
+        if group in readers:
+            cases += readers[group](_load(path), path.name, "heldout" not in path.stem)
+    return cases
+
+
+def predict(case: MeasuredCase, calibration: Calibration | None = None) -> float:
+    """gpumatch's value for ``case.metric`` (seconds, bytes, or 1.0/0.0 for fits)."""
+    est = estimate(arch_of(case.shape), GPU, calibration=calibration, with_scaling=False, **case.options)
+    if case.metric == "reserved_bytes":
+        items = est.memory.items
+        return float(items["total_bytes"] - items["cuda_context_bytes"] - items["comm_buffer_bytes"])
+    if case.metric == "fits":
+        return 1.0 if est.memory.fits else 0.0
+    return float(est.metrics[case.metric])
+
+
+def rel_error(predicted: float, measured: float) -> float:
+    """(predicted - measured) / measured."""
+    return (predicted - measured) / measured if measured else math.nan
+
+
+def rows(cases: Iterable[MeasuredCase], calibration: Calibration | None = None,
+         other: Callable[[MeasuredCase], float | None] | None = None) -> list[dict[str, Any]]:
+    """One row per case: measured, gpumatch, error, and optionally another estimator's value and error."""
+    out = []
+    for c in cases:
+        p = predict(c, calibration)
+        row: dict[str, Any] = {"case": c.case_id, "kind": c.kind, "metric": c.metric,
+                               "set": "fit" if c.fit else "held-out", "measured": c.measured, "gpumatch": p,
+                               "gpumatch_error": rel_error(p, c.measured) if c.metric != "fits" else math.nan,
+                               "source": c.source, **c.extra}
+        if other is not None:
+            q = other(c)
+            row["llm_analysis"] = q
+            row["llm_analysis_error"] = math.nan if q is None or c.metric == "fits" else rel_error(q, c.measured)
+        out.append(row)
+    return out
