@@ -75,7 +75,8 @@ ROWS = [
         "total",
         70.6e9,
         "https://huggingface.co/meta-llama/Llama-3.1-70B",
-        'HF safetensors widget "Model size 70.6B params"',
+        'HF safetensors widget "Model size 70.6B params" (as shown on copies of the weights, '
+        "e.g. OpenBuddy/openbuddy-llama3.1-70b-v22.2-131k)",
     ),
     Row(
         "llama-3.1-405b",
@@ -100,8 +101,16 @@ ROWS = [
         KERAS.format("mixtral/mixtral"),
         '"mixtral_8_7b_en": "params": 46702792704',
     ),
-    Row("qwen2.5-7b", "total", 7.61e9, "https://huggingface.co/Qwen/Qwen2.5-7B", "Number of Parameters: 7.61B"),
-    Row("qwen2.5-7b", "nonembedding", 6.53e9, "https://huggingface.co/Qwen/Qwen2.5-7B", "Non-Embedding: 6.53B"),
+    Row(
+        "qwen2.5-7b", "total", 7.61e9, "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct", "Number of Parameters: 7.61B"
+    ),
+    Row(
+        "qwen2.5-7b",
+        "nonembedding",
+        6.53e9,
+        "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct",
+        "Number of Paramaters (Non-Embedding): 6.53B",
+    ),
     Row("qwen2.5-14b", "total", 14.7e9, "https://huggingface.co/Qwen/Qwen2.5-14B", "Number of Parameters: 14.7B"),
     Row(
         "qwen2.5-32b",
@@ -110,7 +119,6 @@ ROWS = [
         KERAS.format("qwen/qwen"),
         '"qwen2.5_instruct_32b_en": "params": 32763876352',
     ),
-    Row("qwen2.5-72b", "total", 72.7e9, "https://huggingface.co/Qwen/Qwen2.5-72B", "Number of Parameters: 72.7B"),
     Row(
         "qwen2.5-72b",
         "total",
