@@ -4,8 +4,8 @@ Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_estimate_speed.py [--json]``. P
 1. ``estimate()`` end to end (request validation, case building, evaluation, result dataclasses), one call
    per configuration, inference and training;
 2. ``engine.evaluate`` on a pre-built scalar Case (the formulas alone);
-3. ``evaluate`` on a Case of N candidates at once (numpy arrays), reported as candidates per second,
-   including ``candidate_case`` construction over the whole catalog.
+3. ``candidate_case`` + ``evaluate`` on 10^5 candidates at once (numpy arrays: every catalog SKU, random
+   layouts, precisions, recompute, micro-batches), reported as seconds per call and candidates per second.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from gpumatch.catalog import get_gpu, load_catalog
 from gpumatch.estimate import build_case, estimate, evaluate, model_nums
 from gpumatch.estimate.api import _request
-from gpumatch.estimate.candidates import candidate_case, gpu_table
+from gpumatch.estimate.candidates import Choice, candidate_case, gpu_table
 from gpumatch.models import get_model
 
 
@@ -67,17 +67,23 @@ def main() -> dict[str, float]:
         "batch": rng.choice([1, 2, 4, 8], n).astype(float),
         "micro_batches": rng.choice([1, 4, 16], n).astype(float),
     }
-    prec = rng.choice(["bf16", "fp8"], n)
-    rc = rng.choice(["none", "selective", "full"], n)
+    prec = Choice(("bf16", "fp8"), rng.integers(0, 2, n))
+    rc = Choice(("none", "selective", "full"), rng.integers(0, 3, n))
+    wq = Choice(("bf16", "fp8", "int8", "int4"), rng.integers(0, 4, n))
 
     def vector_train() -> None:
         case = candidate_case(arch, table, "train", precision=prec, recompute=rc, seq=4096.0, **cols)
         evaluate("train", m, case)
 
-    t = 1.0 / rate(vector_train, 2.0)
-    res["vector_train_candidates"] = n
-    res["vector_train_call_s"] = t
-    res["vector_train_candidates_per_s"] = n / t
+    def vector_serve() -> None:
+        case = candidate_case(arch, table, "serve", precision=wq, prompt=2048.0, gen=256.0, **cols)
+        evaluate("serve", m, case)
+
+    for name, fn in (("train", vector_train), ("serve", vector_serve)):
+        t = 1.0 / rate(fn, 2.0)
+        res[f"vector_{name}_candidates"] = n
+        res[f"vector_{name}_call_s"] = t
+        res[f"vector_{name}_candidates_per_s"] = n / t
     return res
 
 

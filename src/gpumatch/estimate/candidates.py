@@ -8,8 +8,9 @@ Usage (one model, one task; every keyword may be a scalar or a 1-D array of the 
     out = evaluate("train", model_nums(arch), case, calibration)   # dict of arrays
     ok = out["fits"] & case_supported(case)
 
-String-valued options (precision, kv_precision, recompute) are mapped once per distinct value, so a call
-over 10^5 candidates costs a few numpy passes; validity rules the planner must check itself (TP dividing
+String-valued options (precision, kv_precision, recompute) are mapped once per distinct value (pass a
+:class:`Choice` of names and integer codes to skip the string sort), so a call over 10^5 candidates costs a few
+numpy passes; validity rules the planner must check itself (TP dividing
 the heads, counts per node) are in :func:`layout_valid`.
 """
 
@@ -56,14 +57,30 @@ def gpu_table(specs: Sequence[GpuSpec]) -> GpuTable:
     return GpuTable(tuple(specs), fields, peaks)
 
 
-def _per_value(values: Any, n: int, fn: Any) -> dict[str, FloatArray]:
-    """Apply ``fn(value) -> dict[str, float]`` once per distinct value of a scalar or array of strings."""
+@dataclass(frozen=True)
+class Choice:
+    """A categorical column without string arrays: ``names[codes[i]]`` is candidate ``i``'s value (fastest)."""
+
+    names: tuple[str, ...]
+    codes: npt.NDArray[np.intp]
+
+
+def _categories(values: Any) -> tuple[list[str], Any]:
+    """(distinct values, index of each candidate's value) of a scalar, a string array or a :class:`Choice`."""
+    if isinstance(values, Choice):
+        return list(values.names), values.codes
     arr = np.asarray(values)
     if arr.ndim == 0:
-        return {k: np.full(n, v, dtype=float) for k, v in fn(str(arr)).items()}
+        return [str(arr)], 0
     uniq, inv = np.unique(arr, return_inverse=True)
-    per = [fn(str(u)) for u in uniq]
-    return {k: np.array([d[k] for d in per], dtype=float)[inv] for k in per[0]}
+    return [str(u) for u in uniq], inv
+
+
+def _per_value(values: Any, n: int, fn: Any) -> dict[str, FloatArray]:
+    """Apply ``fn(value) -> dict[str, float]`` once per distinct value; broadcast to ``n`` candidates."""
+    names, idx = _categories(values)
+    per = [fn(v) for v in names]
+    return {k: np.broadcast_to(np.array([d[k] for d in per], dtype=float)[idx], (n,)) for k in per[0]}
 
 
 def candidate_case(
@@ -96,17 +113,17 @@ def candidate_case(
     fields.update({k: np.asarray(v, dtype=float) for k, v in numbers.items()})
     tp = np.asarray(numbers.get("tp", 1.0), dtype=float)
     fields["seq_parallel"] = (tp > 1).astype(float)
-    if kv_precision is None:
-        prec = _per_value(precision, n, lambda p: precision_numbers(_with(base, precision=p)))
-    else:
-        pk = np.char.add(np.char.add(np.asarray(precision, dtype=str), "|"), np.asarray(kv_precision, dtype=str))
-        prec = _per_value(pk, n, lambda s: precision_numbers(_with(base, precision=s.split("|")[0],
-                                                                     kv_precision=s.split("|")[1])))
-    fields.update(prec)
+    names, idx = _categories(precision)
+    kv = None if kv_precision is None else _categories(kv_precision)
+    per = [precision_numbers(_with(base, precision=p)) for p in names]
+    fields.update({k: np.broadcast_to(np.array([d[k] for d in per])[idx], (n,)) for k in per[0]})
+    if kv is not None:
+        kv_bytes = np.array([precision_numbers(_with(base, kv_precision=k))["kv_bytes"] for k in kv[0]])
+        fields["kv_bytes"] = np.broadcast_to(kv_bytes[kv[1]], (n,))
     rc = _per_value(recompute, n, lambda r: {"rc_full": float(r == "full"), "rc_selective": float(r == "selective")})
     fields.update(rc)
-    wp = _per_value(precision, n, lambda p: {"code": float(WEIGHT_PRECISIONS.index(weight_precision(
-        _with(base, precision=p))))})["code"].astype(np.intp)
+    codes = np.array([WEIGHT_PRECISIONS.index(weight_precision(_with(base, precision=p))) for p in names])
+    wp = np.broadcast_to(codes[idx], (n,))
     peak_matrix = np.stack([table.peaks[p] for p in WEIGHT_PRECISIONS])  # (precision, gpu)
     fields["peak_flops_per_s"] = peak_matrix[wp, gi]
     return Case(**fields)

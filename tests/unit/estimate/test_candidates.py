@@ -51,3 +51,21 @@ def test_unsupported_precision_is_nan_not_error() -> None:
 def test_layout_valid() -> None:
     arch = get_model("llama-3.1-8b")
     assert list(layout_valid(arch, np.array([1, 3, 8]), np.array([1, 1, 40]))) == [True, False, False]
+
+
+def test_choice_equals_string_arrays() -> None:
+    from gpumatch.estimate.candidates import Choice
+
+    arch = get_model("llama-3.1-8b")
+    table = gpu_table([get_gpu("H100 SXM")])
+    codes = np.array([0, 1, 2, 1])
+    names = ("bf16", "fp8", "int4")
+    as_str = np.array(names)[codes]
+    kv = Choice(("bf16", "fp8"), np.array([0, 1, 1, 0]))
+    m = model_nums(arch)
+    a = evaluate("serve", m, candidate_case(arch, table, "serve", gpu_index=np.zeros(4, int), batch=np.full(4, 8.0),
+                                            precision=Choice(names, codes), kv_precision=kv))
+    b = evaluate("serve", m, candidate_case(arch, table, "serve", gpu_index=np.zeros(4, int), batch=np.full(4, 8.0),
+                                            precision=as_str, kv_precision=np.array(["bf16", "fp8", "fp8", "bf16"])))
+    assert np.allclose(a["tpot_s"], b["tpot_s"]) and np.allclose(a["total_bytes"], b["total_bytes"])
+    assert a["kv_cache_bytes"][1] == pytest.approx(a["kv_cache_bytes"][0] / 2)
