@@ -82,20 +82,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _click_exit(e: Exception) -> int | None:
-    """Map click's own exceptions (bad flags, --help exits) to exit codes with one-line messages."""
-    import click
+    """Map click's own exceptions (bad flags, --help exits) to exit codes with one-line messages.
 
-    if isinstance(e, click.exceptions.Exit):
-        return int(e.exit_code)
-    if isinstance(e, click.exceptions.Abort):
+    Typer may vendor its own copy of click, so the classes are recognised by name, not identity.
+    """
+    kinds = {cls.__name__ for cls in type(e).__mro__}
+    if "Exit" in kinds:
+        return int(getattr(e, "exit_code", 0))
+    if "Abort" in kinds:
         sys.stderr.write("gpumatch: aborted\n")
         return 130
-    if isinstance(e, click.UsageError):
-        cmd = e.ctx.command_path if e.ctx is not None else "gpumatch"
-        sys.stderr.write(f"gpumatch: error: {e.format_message()} (see '{cmd} --help')\n")
-        return 2
-    if isinstance(e, click.ClickException):
-        sys.stderr.write(f"gpumatch: error: {e.format_message()}\n")
+    if "UsageError" in kinds or "ClickException" in kinds:
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        message = message.replace("Value error, ", "").replace("\n", " ").strip()
+        ctx = getattr(e, "ctx", None)
+        cmd = getattr(ctx, "command_path", None) or "gpumatch"
+        sys.stderr.write(f"gpumatch: error: {message} (see '{cmd} --help')\n")
         return 2
     return None
 

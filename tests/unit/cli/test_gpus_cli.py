@@ -154,10 +154,7 @@ def test_unknown_name_exit_2_with_suggestion(capsys: pytest.CaptureFixture[str])
     assert "GeForce RTX 4090" in line
 
 
-# typer 0.29 raises its vendored typer._click exceptions, which app._click_exit (checking
-# click.UsageError) does not recognise: usage errors exit 1 as "internal error". Reported to the
-# owner of cli/app.py; strict xfail so the test must be re-enabled once the boundary is fixed.
-_USAGE_BUG = pytest.mark.xfail(strict=True, reason="cli/app.py does not map typer._click usage errors to exit 2")
+# typer vendors its own click (typer._click): usage errors must still exit 2 with one line.
 
 
 @pytest.mark.parametrize(
@@ -165,9 +162,9 @@ _USAGE_BUG = pytest.mark.xfail(strict=True, reason="cli/app.py does not map type
     [
         ["gpus", "list", "--vendor", "nvdia"],
         ["gpus", "list", "--segment", "gaming"],
-        pytest.param(["gpus", "list", "--format", "xml"], marks=_USAGE_BUG),
-        pytest.param(["gpus", "show"], marks=_USAGE_BUG),
-        pytest.param(["gpus", "frobnicate"], marks=_USAGE_BUG),
+        ["gpus", "list", "--format", "xml"],
+        ["gpus", "show"],
+        ["gpus", "frobnicate"],
     ],
 )
 def test_bad_arguments_exit_2_one_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
