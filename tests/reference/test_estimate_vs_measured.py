@@ -1,0 +1,63 @@
+"""gpumatch's estimates against the measurements committed in tests/data/measurements (one H200, 2026-12-02).
+
+Source of the measured values: benchmarks/gpu/run_suite.py on the device pool's H200 (two runs; environment,
+plan and raw timings inside each JSON). Comparison rules and the fit / held-out split:
+src/gpumatch/bench/accuracy.py. Tolerance: 10% relative error on every case (issue 3's goal), fit and
+held-out alike. Cases known to miss it are listed in KNOWN_MISSES as strict xfails, so the table in
+docs/accuracy.md and this test say the same thing, and a fixed estimator turns them into failures to clean up.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpumatch.bench.accuracy import MeasuredCase, load_cases, predict, rel_error
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
+TOLERANCE = 0.10
+CASES = load_cases(DATA)
+KNOWN_MISSES = {
+    # Eager PyTorch prefill of the 28-layer 3B model at 1024 tokens ran 24.6 ms (6 samples within 3%), more than
+    # either its GPU work (~15 ms at the fitted efficiencies) or the fitted eager dispatch time; gpumatch
+    # predicts ~16 ms. Cause not established (host-bound dispatch heavier than modeled is the lead).
+    "prefill llama-3.2-3b b1 s1024": "3B eager prefill at 1024 tokens: host-bound, under-predicted by ~33%",
+}
+
+
+def _params(kinds: tuple[str, ...]) -> list[object]:
+    out: list[object] = []
+    for c in CASES:
+        if c.kind not in kinds:
+            continue
+        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[c.case_id])] if c.case_id in KNOWN_MISSES else []
+        out.append(pytest.param(c, id=f"{'fit' if c.fit else 'held-out'}: {c.case_id}", marks=marks))
+    return out
+
+
+def test_the_measurements_are_there_and_describe_their_card() -> None:
+    files = sorted(DATA.glob("2026-12-02-h200-*.json"))
+    assert len(files) == 8
+    for path in files:
+        env = json.loads(path.read_text())["environment"]
+        assert env["gpu_name"] == "NVIDIA H200"
+        assert env["torch"].startswith("2.11")
+        assert env["nvidia_smi"][0]["driver_version"] == "580.159.04"
+    kinds = {c.kind for c in CASES}
+    assert kinds == {"decode", "prefill", "train-time", "train-memory", "train-fit"}
+    assert sum(c.fit for c in CASES) >= 25 and sum(not c.fit for c in CASES) >= 100
+
+
+@pytest.mark.parametrize("case", _params(("decode", "prefill", "train-time", "train-memory")))
+def test_estimate_within_tolerance(case: MeasuredCase) -> None:
+    predicted = predict(case)
+    err = rel_error(predicted, case.measured)
+    msg = f"{case.case_id}: predicted {predicted:.4g}, measured {case.measured:.4g} ({err:+.1%})"
+    assert abs(err) <= TOLERANCE, msg
+
+
+@pytest.mark.parametrize("case", _params(("train-fit",)))
+def test_out_of_memory_case_is_predicted_not_to_fit(case: MeasuredCase) -> None:
+    assert predict(case) == 0.0, f"{case.case_id} ran out of memory on the H200; gpumatch says it fits"
