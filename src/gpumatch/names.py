@@ -17,11 +17,13 @@ from gpumatch.errors import AmbiguousNameError, UnknownNameError
 
 T = TypeVar("T")
 _LOOKALIKES = str.maketrans({"o": "0", "l": "1", "i": "1"})
-_VENDOR_WORDS = re.compile(r"\b(nvidia|amd|intel|habana)\b")
+# a vendor word standing alone between non-alphanumerics: "NVIDIA_H100" and "amd-mi300x" lose it,
+# "intellect" keeps its letters
+_VENDOR_WORDS = re.compile(r"(?<![a-z0-9])(nvidia|amd|intel|habana)(?![a-z0-9])")
 
 
 def normalize(name: str) -> str:
-    """'NVIDIA H100-SXM5 80GB' -> 'h100sxm580gb' (vendor words and punctuation dropped)."""
+    """'NVIDIA_H100-SXM5 80GB' -> 'h100sxm580gb' (vendor words and punctuation dropped)."""
     return re.sub(r"[^a-z0-9]", "", _VENDOR_WORDS.sub("", name.lower()))
 
 
@@ -35,11 +37,28 @@ def build_index(entries: Iterable[tuple[str, Iterable[str], T]]) -> dict[str, li
     return index
 
 
+MAX_NAME_CHARS = 200
+
+
+def _shown(query: str) -> str:
+    """The query as echoed in messages: repr (control characters escaped), cut to 60 characters."""
+    return repr(query if len(query) <= 60 else query[:57] + "...")
+
+
 def resolve(query: str, index: Mapping[str, list[tuple[str, T]]], what: str, list_cmd: str) -> T:
-    """Resolve ``query`` against ``index`` (from :func:`build_index`) or raise with close matches."""
+    """Resolve ``query`` against ``index`` (from :func:`build_index`) or raise with close matches.
+
+    Queries longer than ``MAX_NAME_CHARS`` are refused before any fuzzy matching (which is
+    quadratic in the query length), so a pasted file or a hostile argument fails at once.
+    """
+    if len(query) > MAX_NAME_CHARS:
+        raise UnknownNameError(
+            f"{what} name {_shown(query)} is {len(query)} characters long (at most {MAX_NAME_CHARS})",
+            f"see '{list_cmd}'",
+        )
     key = normalize(query)
     if not key:
-        shown = f" {query.strip()!r} has only vendor words or punctuation" if query.strip() else ""
+        shown = f" {_shown(query.strip())} has only vendor words or punctuation" if query.strip() else ""
         raise UnknownNameError(f"empty {what} name{shown}", f"add the model, see '{list_cmd}'")
     exact = index.get(key)
     if exact and len(exact) == 1:
@@ -54,7 +73,7 @@ def resolve(query: str, index: Mapping[str, list[tuple[str, T]]], what: str, lis
     if hits:
         names = sorted(hits)
         raise AmbiguousNameError(
-            f"{what} {query!r} is ambiguous: it matches {', '.join(names)}",
+            f"{what} {_shown(query)} is ambiguous: it matches {', '.join(names)}",
             f"name one of them, e.g. {names[0]!r}",
         )
     canon = sorted({c for pairs in index.values() for c, _ in pairs})
@@ -62,7 +81,7 @@ def resolve(query: str, index: Mapping[str, list[tuple[str, T]]], what: str, lis
     hint = f"did you mean {', '.join(suggestions)}?" if suggestions else f"see '{list_cmd}'"
     if not suggestions and len(canon) <= 8:
         hint = f"known: {', '.join(canon)}"
-    raise UnknownNameError(f"unknown {what} {query!r}", hint)
+    raise UnknownNameError(f"unknown {what} {_shown(query)}", hint)
 
 
 def close_matches(key: str, index: Mapping[str, list[tuple[str, T]]], limit: int = 5) -> list[str]:

@@ -32,8 +32,10 @@ def test_normalize_drops_case_punctuation_and_vendor_words() -> None:
     assert normalize("NVIDIA H100-SXM5 80GB") == "h100sxm580gb"
     assert normalize("  AMD Instinct MI300X ") == "instinctmi300x"
     assert normalize("Intel Gaudi_3") == "gaudi3"
-    # vendor words only as whole words: "amd" inside a model name stays
+    assert normalize("NVIDIA_H100_80GB_HBM3") == "h10080gbhbm3"  # "_" separates words too
+    # vendor words only as whole words: letters inside a longer word stay
     assert normalize("Xamd9") == "xamd9"
+    assert normalize("INTELLECT-1") == "intellect1"
 
 
 @pytest.mark.parametrize("query", ["GeForce RTX 4090", "geforce rtx 4090", "GEFORCE-RTX_4090", "rtx4090", "RTX 4090"])
@@ -99,6 +101,7 @@ def test_empty_or_vendor_only_query_is_an_error(query: str) -> None:
         ("h100-sxm5-80gb", "H100 SXM5 80GB"),
         ("  h100_SXM5  80gb ", "H100 SXM5 80GB"),
         ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB"),
+        ("NVIDIA_H100_80GB_HBM3", "H100 SXM5 80GB"),
         ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
         ("rtx4090", "GeForce RTX 4090"),
         ("RTX-4090", "GeForce RTX 4090"),
@@ -180,3 +183,17 @@ def test_the_two_rtx_pro_6000_editions_do_not_share_a_name() -> None:
     ws_names = {normalize(s) for s in (ws.name, *ws.aliases)}
     server_names = {normalize(s) for s in (server.name, *server.aliases)}
     assert not ws_names & server_names
+
+
+def test_overlong_name_is_refused_at_once_and_not_echoed_in_full() -> None:
+    query = "x" * 1_000_000
+    with pytest.raises(UnknownNameError) as info:
+        load_catalog().get(query)
+    assert "1000000 characters" in info.value.message
+    assert len(str(info.value)) < 300
+
+
+def test_control_characters_are_escaped_in_messages() -> None:
+    with pytest.raises(UnknownNameError) as info:
+        load_catalog().get("rtx\x1b[31m\u202e9999")
+    assert "\x1b" not in str(info.value) and "\u202e" not in str(info.value)
