@@ -64,6 +64,12 @@ class Calibration:
     elementwise_bytes_per_token_ffn: float = 13.0
     """Forward bytes per token per MLP-width unit per layer: SiLU (r2 w2) and the gate·up product (r4 w2);
     fused silu-and-mul kernels move ~6."""
+    fused_elementwise_bytes_per_token_hidden: float = 21.0
+    """The same for serving engines with fused kernels (task ``serve``): fused residual-add + RMSNorm reads
+    and writes two 16-bit tensors (8 per norm, two norms) and in-place RoPE on Q and K (~5) (assumed, counted
+    from vLLM's fused_add_rms_norm and rotary_embedding kernels)."""
+    fused_elementwise_bytes_per_token_ffn: float = 6.0
+    """Fused silu-and-mul: reads the gate and up halves, writes the product (assumed)."""
     decode_attention_full_bw_blocks: float = 100.0
     """Thread blocks a decode attention kernel without split-KV needs to reach full bandwidth (one per
     (sequence, KV head); about one per SM: H100/H200 have 132). Applies to task ``infer`` (plain PyTorch

@@ -18,7 +18,7 @@ Sources:
 
 from __future__ import annotations
 
-from gpumatch.estimate._num import Num
+from gpumatch.estimate._num import Num, vmin
 from gpumatch.estimate.inputs import Case, ModelNums
 
 
@@ -27,9 +27,18 @@ def layer_gemm_flops(m: ModelNums, tokens: Num) -> Num:
     return 2.0 * tokens * m.layer_matmul_params_active
 
 
+def effective_context(m: ModelNums, context: Num) -> Num:
+    """Keys attended per query averaged over layers: sliding-window layers stop at the window
+    (Mistral: every layer; Gemma-2: every other layer)."""
+    if m.window_fraction == 0.0:
+        return context
+    return (1.0 - m.window_fraction) * context + m.window_fraction * vmin(context, m.window)
+
+
 def attention_flops(m: ModelNums, tokens: Num, context: Num) -> Num:
-    """Forward score and A·V FLOPs of one layer for ``tokens`` queries attending ``context`` keys each."""
-    return 2.0 * m.attention_dot_dim * context * tokens
+    """Forward score and A·V FLOPs of one layer for ``tokens`` queries attending ``context`` keys each
+    (capped by sliding windows, :func:`effective_context`)."""
+    return 2.0 * m.attention_dot_dim * effective_context(m, context) * tokens
 
 
 def head_flops(m: ModelNums, tokens: Num) -> Num:

@@ -43,6 +43,8 @@ class ModelNums:
     expert_params_per_layer: float
     moe_layers: float
     lora_params_per_rank_layer: float
+    window: float = float("inf")
+    window_fraction: float = 0.0
 
     @property
     def matmul_params_active(self) -> float:
@@ -102,6 +104,8 @@ def model_nums(m: ModelArch) -> ModelNums:
         expert_params_per_layer=expert,
         moe_layers=float(m.moe_layers),
         lora_params_per_rank_layer=float(lora_rank1),
+        window=float(m.sliding_window) if m.sliding_window else float("inf"),
+        window_fraction=m.sliding_layers / m.layers if m.sliding_window else 0.0,
     )
 
 
@@ -117,7 +121,8 @@ class Case:
     pipeline, ``gpus_per_node``. Workload: ``batch`` (micro-batch per DP rank / concurrent sequences),
     ``seq`` (training), ``prompt`` and ``gen`` tokens (inference), ``kv_block`` tokens; ``split_kv`` 1 when
     decode attention splits the KV sequence across thread blocks (serving engines), 0 for plain SDPA;
-    ``graphs`` 1 when the step replays a CUDA graph (no CPU dispatch per kernel), 0 for eager PyTorch.
+    ``graphs`` 1 when the step replays a CUDA graph (no CPU dispatch per kernel), 0 for eager PyTorch;
+    ``fused`` 1 when norms, RoPE and the MLP activation run as fused kernels (serving engines).
     Precisions in bytes per element: ``weight_bytes``, ``act_bytes``, ``kv_bytes``, ``grad_bytes``,
     ``opt_bytes`` (optimizer state per trainable parameter, master copy included). Flags (0/1):
     ``rc_full``, ``rc_selective``, ``flash``, ``seq_parallel``, ``full_train`` (1 full, 0 adapters only);
@@ -148,6 +153,7 @@ class Case:
     kv_block: Num = 1.0
     split_kv: Num = 1.0
     graphs: Num = 1.0
+    fused: Num = 0.0
     weight_bytes: Num = 2.0
     act_bytes: Num = 2.0
     kv_bytes: Num = 2.0

@@ -134,6 +134,9 @@ def inference_activation_bytes(m: ModelNums, c: Case, chunk_tokens: Num) -> Num:
 def kv_cache_bytes(m: ModelNums, c: Case, tokens_per_seq: Num) -> Num:
     """KV-cache bytes per GPU for ``batch`` sequences of ``tokens_per_seq`` tokens (module docstring)."""
     blocks = ceil_div(tokens_per_seq, c.kv_block) * c.kv_block
+    if m.window_fraction:  # sliding-window layers keep at most the window (block-rounded)
+        window = ceil_div(m.window, c.kv_block) * c.kv_block
+        blocks = (1.0 - m.window_fraction) * blocks + m.window_fraction * vmin(blocks, window)
     shard = vmin(c.tp, m.kv_shard_heads)
     per_token = m.kv_elems_per_token_layer * c.kv_bytes * layers_per_stage(m, c.pp) / shard
     return c.batch * blocks * per_token

@@ -59,7 +59,7 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
     act_io = tokens * c.act_bytes * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
     gemm = op(flops.layer_gemm_flops(m, tokens) / c.tp, w_bytes + act_io, GEMMS_PER_LAYER, c, cal)
     kv_shard = vmin(c.tp, m.kv_shard_heads)
-    kv_read = c.batch * context * m.kv_elems_per_token_layer * c.kv_bytes / kv_shard
+    kv_read = c.batch * flops.effective_context(m, context) * m.kv_elems_per_token_layer * c.kv_bytes / kv_shard
     qo = tokens * c.act_bytes * 2.0 * m.heads * m.head_dim / c.tp
     tc, tm = op(flops.attention_flops(m, tokens, context) / c.tp, kv_read + qo, 1.0, c, cal, attention=True)
     # without split-KV, one thread block per (sequence, KV head) streams the cache: too few blocks starve HBM
@@ -74,9 +74,12 @@ def elementwise_bytes(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> N
     """Forward bytes of one layer's non-GEMM ops (norms, RoPE, residuals, activation) per GPU.
 
     Work on the hidden width is split over TP ranks only under sequence parallelism; MLP-width work always.
+    ``c.fused`` selects the fused-kernel byte counts (serving engines) over the eager PyTorch ones.
     """
-    per_token = cal.elementwise_bytes_per_token_hidden * m.hidden / where(c.seq_parallel > 0, c.tp, 1.0)
-    per_token = per_token + cal.elementwise_bytes_per_token_ffn * m.mlp_inner_width / c.tp
+    eager = 1.0 - c.fused
+    c_h = c.fused * cal.fused_elementwise_bytes_per_token_hidden + eager * cal.elementwise_bytes_per_token_hidden
+    c_f = c.fused * cal.fused_elementwise_bytes_per_token_ffn + eager * cal.elementwise_bytes_per_token_ffn
+    per_token = c_h * m.hidden / where(c.seq_parallel > 0, c.tp, 1.0) + c_f * m.mlp_inner_width / c.tp
     return tokens * per_token * c.act_bytes / 2.0
 
 

@@ -186,6 +186,7 @@ def shape_numbers(req: Request) -> dict[str, float]:
         "batch": float(req.batch), "seq": float(seq), "prompt": float(prompt), "gen": float(gen),
         "kv_block": float(req.kv_block or (16 if req.task == "serve" else 1)),
         "split_kv": 1.0 if req.task == "serve" else 0.0,
+        "fused": 1.0 if req.task == "serve" else 0.0,
         "graphs": 1.0 if (req.cuda_graphs if req.cuda_graphs is not None else not req.training) else 0.0,
         "rc_full": 1.0 if rc == "full" else 0.0, "rc_selective": 1.0 if rc == "selective" else 0.0,
         "flash": 1.0 if req.flash else 0.0, "seq_parallel": 1.0 if sp else 0.0,

@@ -58,3 +58,18 @@ def test_efficiency_curves_saturate() -> None:
     assert cal.gemm_efficiency(cal.gemm_half_flops) == pytest.approx(cal.gemm_efficiency_max / 2)
     assert cal.gemm_efficiency(1e15) == pytest.approx(cal.gemm_efficiency_max, rel=1e-4)
     assert cal.memory_efficiency(1e3) < cal.memory_efficiency(1e9)
+
+
+def test_sliding_window_caps_kv_cache_and_attention() -> None:
+    """Mistral-7B v0.1 (4096-token window on every layer) and Gemma-2 (every other layer): the KV cache of a
+    16,384-token sequence equals ModelArch.kv_bytes_for_context; a full-attention model keeps growing."""
+    from gpumatch.estimate import estimate
+    from gpumatch.models import get_model
+
+    for name in ("mistral-7b", "gemma-2-9b", "llama-3.1-8b"):
+        e = estimate(name, "H100 SXM", task="infer", prompt=16000, gen=384, with_scaling=False)
+        assert e.memory.kv_cache_bytes == pytest.approx(get_model(name).kv_bytes_for_context(16384, 2.0))
+    short = estimate("mistral-7b", "H100 SXM", task="infer", prompt=4000, gen=96, with_scaling=False)
+    long = estimate("mistral-7b", "H100 SXM", task="infer", prompt=16000, gen=384, with_scaling=False)
+    assert long.memory.kv_cache_bytes == pytest.approx(short.memory.kv_cache_bytes)
+    assert long.metrics["tpot_s"] == pytest.approx(short.metrics["tpot_s"], rel=1e-2)  # 4,048 vs 4,096 keys
