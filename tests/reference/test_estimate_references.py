@@ -116,3 +116,13 @@ def test_seed_70b_default_efficiency_below_ceiling() -> None:
     """With the default (assumed) efficiencies the H100 figure is 'twenty-something' and below the ceiling."""
     e = estimate("llama-2-70b", "H100 SXM", task="infer", precision="fp16", batch=1, prompt=16, gen=16)
     assert 18.0 <= e.metrics["decode_tokens_per_s"] < 24.3
+
+
+def test_published_vllm_a100_40gb_single_request_decode() -> None:
+    """Published serving measurement (J. Musgrave, "vLLM throughput-latency sweep on NVIDIA A100",
+    https://johnmusgrave.com/p/vllm-throughput-latency-sweep-on): Llama-3.1-8B-Instruct BF16, vLLM 0.23.0,
+    one A100 40GB, 1024 input / 128 output tokens, concurrency 1: "decode ... runs at about 75 tokens/sec,
+    roughly 77% of the GPU's memory-bandwidth ceiling". Tolerance 10 %."""
+    e = estimate("llama-3.1-8b", "A100 SXM4 40GB", task="serve", batch=1, prompt=1024, gen=128, with_scaling=False)
+    assert e.metrics["decode_tokens_per_s"] == pytest.approx(75.0, rel=0.10)
+    assert e.bound == "memory"
