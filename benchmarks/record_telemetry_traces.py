@@ -80,6 +80,29 @@ def tiny_loop(torch: Any, device: str, seconds: float) -> dict[str, Any]:
     return {"launches_per_s": round(launches / dt)}
 
 
+def spin_loop(torch: Any, device: str, seconds: float, iters: int = 2_000_000) -> dict[str, Any]:
+    """One Triton program (one warp) spinning on a dependent multiply-add chain, launched back to back:
+    NVML counts the GPU busy all the time while one SM of 132 works (the note's 100% vs 0.76% case)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _spin(x_ptr, n):
+        acc = tl.load(x_ptr)
+        for _ in range(n):
+            acc = acc * 0.999999 + 0.000001
+        tl.store(x_ptr, acc)
+
+    x = torch.ones(1, device=device)
+    launches, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        _spin[(1,)](x, iters, num_warps=1)
+        torch.cuda.synchronize()
+        launches += 1
+    dt = time.perf_counter() - t0
+    return {"kernel_ms": round(dt / max(launches, 1) * 1e3, 3), "grid": 1, "num_warps": 1}
+
+
 def record(backend: Any, name: str, fn: Any, meta: dict[str, Any], interval_s: float, **clock: Any) -> Any:
     from gpumatch.telemetry.sampler import Sampler
 
@@ -129,17 +152,25 @@ def main() -> int:
     ap.add_argument("--tiny-s", type=float, default=20.0)
     ap.add_argument("--idle-s", type=float, default=40.0)
     ap.add_argument("--interval", type=float, default=0.05)
+    ap.add_argument("--spin-s", type=float, default=20.0)
+    ap.add_argument("--only", default="gemm-bf16,copy,tiny-kernels,idle",
+                    help="comma-separated subset of gemm-bf16,copy,tiny-kernels,spin,idle (idle alone: no torch)")
+    ap.add_argument("--suffix", default="", help="appended to the workload name in the file name")
     ap.add_argument("--dry-run", action="store_true", help="CPU + replayed trace, short durations")
     args = ap.parse_args()
-    import torch
+    wanted = args.only.split(",")
+    torch: Any = None
+    if wanted != ["idle"]:
+        import torch
 
     from gpumatch.telemetry.trace import write_trace
 
     args.out.mkdir(parents=True, exist_ok=True)
     if args.dry_run:
+        wanted = [w for w in wanted if w != "spin"]  # Triton needs a GPU
         backend: Any = _dry_backend()
         device = "cpu"
-        args.gemm_s = args.copy_s = args.tiny_s = args.idle_s = 0.5
+        args.gemm_s = args.copy_s = args.tiny_s = args.idle_s = args.spin_s = 0.5
     else:
         from gpumatch.telemetry.nvml import open_nvml
 
@@ -148,7 +179,8 @@ def main() -> int:
     info = backend.devices()[0].info()
     system = backend.system()
     base = {"card": info.name, "driver": system.driver_version, "cuda_driver": system.cuda_driver_version_str,
-            "torch": torch.__version__, "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "torch": torch.__version__ if torch else None,
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "recorded_by": "benchmarks/record_telemetry_traces.py"}
     card = info.name.replace("NVIDIA", "").strip().split()[0].lower() if info.name else "gpu"
     prefix = args.prefix or f"{card}-{time.strftime('%Y-%m-%d', time.gmtime())}"
@@ -158,7 +190,8 @@ def main() -> int:
     (args.out / "nvml-costs.json").write_text(json.dumps({**base, **costs, "not_supported": unsupported,
                                                           "device_info": info.to_dict(),
                                                           "system": system.to_dict()}, indent=1))
-    gemm_loop(torch, device, 1.0 if not args.dry_run else 0.1, n=8192 if not args.dry_run else 256)  # warm-up
+    if "gemm-bf16" in wanted:
+        gemm_loop(torch, device, 1.0 if not args.dry_run else 0.1, n=8192 if not args.dry_run else 256)  # warm-up
     runs = [
         ("gemm-bf16", "bf16 8192^3 torch.matmul back to back, sync every 20", lambda: gemm_loop(
             torch, device, args.gemm_s, n=8192 if not args.dry_run else 256)),
@@ -166,12 +199,16 @@ def main() -> int:
             torch, device, args.copy_s, n_bytes=(2 << 30) if not args.dry_run else (1 << 20))),
         ("tiny-kernels", "x.add_(1.0) on a 1-element tensor from a Python loop, sync every 1000", lambda: tiny_loop(
             torch, device, args.tiny_s)),
-        ("idle", "nothing running, recorded right after the loads above (clocks settle inside)", lambda: time.sleep(
-            args.idle_s)),
+        ("spin", "one Triton program (1 warp) spinning ~2M dependent FMAs per launch, back to back", lambda: spin_loop(
+            torch, device, args.spin_s)),
+        ("idle", "nothing running; right after the loads above in the same process (CUDA context held), or, with "
+         "--only idle, in a fresh process without a CUDA context", lambda: time.sleep(args.idle_s)),
     ]
     for name, what, fn in runs:
+        if name not in wanted:
+            continue
         trace = record(backend, name, fn, {**base, "what_ran": what}, args.interval)
-        paths = write_trace(trace, args.out / f"{prefix}-{name}.csv")
+        paths = write_trace(trace, args.out / f"{prefix}-{name}{args.suffix}.csv")
         s = trace.stats
         print(f"{name}: {len(trace.samples)} samples over {trace.duration_s:.1f} s, tick {s.mean_tick_s * 1e3:.2f} ms "
               f"mean / {s.max_tick_s * 1e3:.2f} max, overruns {s.overruns}; {trace.meta.get('tflops_per_block') or ''}"

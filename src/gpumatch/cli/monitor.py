@@ -221,8 +221,12 @@ def _render(result: Any, fmt: Format) -> None:
         if s.burst and s.burst.sm_clock_ratio is not None:
             lines.append(f"  sustained/burst SM clock {s.burst.sm_clock_ratio:.3f} (first {s.burst.burst_window_s:.0f}"
                          " s vs last half)")
-        if s.idle_power_w is not None:
-            lines.append(f"  idle power after clocks settled: {s.idle_power_w:.0f} W")
+        if s.idle is not None and s.idle.power_w is not None:
+            lines.append(f"  idle power after clocks settled ({s.idle.settle_s:.0f} s): {s.idle.power_w:.0f} W at "
+                         f"{_f(s.idle.sm_clock_mhz)} MHz")
+        elif s.idle is not None and v.workload.label == "idle":
+            lines.append(f"  idle power not measured: clocks never settled (SM {_f(s.idle.sm_clock_mhz)} MHz, no "
+                         "GpuIdle reason); a process holding a CUDA context keeps them up")
     st = result.trace.stats
     lines.append("")
     lines.append(f"{len(result.trace.samples)} samples over {result.trace.duration_s:.1f} s; sampler cost "

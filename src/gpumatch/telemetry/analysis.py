@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpumatch.telemetry.trace import Trace
-from gpumatch.telemetry.types import REASON_NAMES, DeviceInfo, EdgeCounters, Sample
+from gpumatch.telemetry.types import REASON_GPU_IDLE, REASON_NAMES, DeviceInfo, EdgeCounters, Sample
 
 BURST_WINDOW_S = 60.0
 
@@ -50,6 +50,16 @@ class BurstSustained:
     burst_power_w: float | None
     sustained_power_w: float | None
     sm_clock_ratio: float | None
+
+
+@dataclass(frozen=True)
+class IdlePower:
+    """Idle power after clocks settled (W; None if they never did), how long settling took from the
+    first idle sample (s), and the median SM clock of the settled (else of all idle) samples (MHz)."""
+
+    power_w: float | None
+    settle_s: float
+    sm_clock_mhz: float | None
 
 
 @dataclass(frozen=True)
@@ -83,13 +93,19 @@ class GpuSummary:
     reasons_seen: list[str]
     dips: list[Dips]
     burst: BurstSustained | None
-    idle_power_w: float | None
+    idle: IdlePower | None
     errors: dict[str, Any] = field(default_factory=dict)
     pcie_gen_end: int | None = None
     pcie_width_end: int | None = None
 
+    @property
+    def idle_power_w(self) -> float | None:
+        return None if self.idle is None else self.idle.power_w
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["idle_power_w"] = self.idle_power_w
+        return d
 
 
 def _vals(samples: Sequence[Sample], key: str) -> list[float]:
@@ -202,20 +218,35 @@ def burst_vs_sustained(samples: Sequence[Sample], window_s: float = BURST_WINDOW
     )
 
 
-def settled_idle_power(samples: Sequence[Sample], settle_mhz: float = 50.0, lag_s: float = 1.0) -> float | None:
-    """Median 1-s-average power over idle samples once the SM clock is within ``settle_mhz`` of its
-    idle minimum and ``lag_s`` has passed (so the average no longer carries the load)."""
-    idle = [s for s in samples if s.util_gpu_pct == 0 and s.sm_clock_mhz is not None]
+def _settled(s: Sample, floor_mhz: float, settle_mhz: float) -> bool:
+    """Clocks are down: the GpuIdle reason is set (when reasons are reported), else the SM clock sits
+    within ``settle_mhz`` of the lowest idle clock in the trace."""
+    if s.clock_event_reasons is not None:
+        return bool(s.clock_event_reasons & REASON_GPU_IDLE)
+    return s.sm_clock_mhz is not None and s.sm_clock_mhz <= floor_mhz + settle_mhz
+
+
+def settled_idle_power(samples: Sequence[Sample], settle_mhz: float = 50.0, lag_s: float = 1.0) -> IdlePower | None:
+    """Idle power once clocks have settled (None when nothing in the window is idle).
+
+    ``power_w``: median 1-s-average power over idle samples (util 0) whose clocks are down, from
+    ``lag_s`` after the first such sample (the average lags the load by ~1 s); None when the clocks
+    never settled, e.g. while a process keeps a CUDA context open (seen on an H200: 1980 MHz and
+    116 W for 40 s after a load, reasons 0x0, against 77 W before any context existed).
+    """
+    idle = [s for s in samples if s.util_gpu_pct == 0]
     if not idle:
         return None
-    floor = min(float(s.sm_clock_mhz) for s in idle if s.sm_clock_mhz is not None)
-    settled_at = next((s.t_s for s in idle if s.sm_clock_mhz is not None and s.sm_clock_mhz <= floor + settle_mhz),
-                      None)
-    if settled_at is None:
-        return None
-    watts = [float(s.power_avg_w) for s in idle if s.t_s >= settled_at + lag_s and s.power_avg_w is not None
-             and s.sm_clock_mhz is not None and s.sm_clock_mhz <= floor + settle_mhz]
-    return percentile(watts, 50)
+    clocks = [float(s.sm_clock_mhz) for s in idle if s.sm_clock_mhz is not None]
+    floor = min(clocks) if clocks else 0.0
+    settled = [s for s in idle if _settled(s, floor, settle_mhz)]
+    unsettled_clock = percentile(clocks, 50)
+    if not settled:
+        return IdlePower(None, 0.0, unsettled_clock)
+    t_settled = settled[0].t_s
+    watts = [float(s.power_avg_w) for s in settled if s.t_s >= t_settled + lag_s and s.power_avg_w is not None]
+    return IdlePower(percentile(watts, 50), t_settled - idle[0].t_s, percentile(
+        [float(s.sm_clock_mhz) for s in settled if s.sm_clock_mhz is not None], 50))
 
 
 def error_deltas(trace: Trace, pair: tuple[EdgeCounters, EdgeCounters] | None) -> dict[str, Any]:
@@ -278,7 +309,7 @@ def summarize_gpu(trace: Trace, index: int, t0_s: float | None = None, t1_s: flo
         reasons_seen=[k for k, v in duty.items() if v > 0],
         dips=dips,
         burst=burst_vs_sustained(samples),
-        idle_power_w=settled_idle_power(samples),
+        idle=settled_idle_power(samples),
         errors=error_deltas(part, pair),
         pcie_gen_end=pair[1].pcie_gen if pair else None,
         pcie_width_end=pair[1].pcie_width if pair else None,

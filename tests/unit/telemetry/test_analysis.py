@@ -83,11 +83,26 @@ def test_burst_vs_sustained_sees_a_clock_drop() -> None:
 
 
 def test_idle_power_waits_for_clocks_to_settle() -> None:
-    # right after load: 124 W at 1980 MHz for 5 s, then 86 W at 900 MHz (benchmark-method.md section 3)
-    hot = make_samples("idle", 5.0, sm_clock_mhz=1980.0, power_avg_w=124.0)
+    # right after load: 124 W at 1980 MHz, reasons 0x0, then 86 W at 900 MHz with GpuIdle (section 3)
+    hot = make_samples("idle", 5.0, sm_clock_mhz=1980.0, power_avg_w=124.0, clock_event_reasons=0x0)
     cold = make_samples("idle", 10.0, t0=5.1)
-    assert settled_idle_power(hot + cold) == pytest.approx(86.0)
-    assert settled_idle_power(make_samples("gemm", 5.0)) is None
+    got = settled_idle_power(hot + cold)
+    assert got is not None and got.power_w == pytest.approx(86.0)
+    assert got.settle_s == pytest.approx(5.1) and got.sm_clock_mhz == 900.0
+    assert settled_idle_power(make_samples("gemm", 5.0)) is None  # nothing idle
+
+
+def test_idle_power_without_reasons_uses_the_clock_floor() -> None:
+    hot = make_samples("idle", 5.0, sm_clock_mhz=1980.0, power_avg_w=124.0, clock_event_reasons=None)
+    cold = make_samples("idle", 10.0, t0=5.1, clock_event_reasons=None)
+    assert settled_idle_power(hot + cold).power_w == pytest.approx(86.0)  # type: ignore[union-attr]
+
+
+def test_idle_power_is_not_measured_when_clocks_never_settle() -> None:
+    # a process holding a CUDA context: 1980 MHz, reasons 0x0 for the whole window (seen on the H200)
+    got = settled_idle_power(make_samples("idle", 40.0, sm_clock_mhz=1980.0, power_avg_w=116.0,
+                                          clock_event_reasons=0x0))
+    assert got is not None and got.power_w is None and got.sm_clock_mhz == 1980.0
 
 
 def test_error_deltas_and_pcie_end(make_trace) -> None:
