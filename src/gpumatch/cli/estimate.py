@@ -37,7 +37,8 @@ def _table_view(d: dict[str, Any]) -> dict[str, Any]:
     for k in ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead", "total", "capacity"):
         view[f"memory.{k}"] = _gib(mem[f"{k}_bytes"])
     for k in ("prefill_s", "tpot_s", "decode_tokens_per_s", "e2e_s", "step_s", "tokens_per_s", "mfu", "bound",
-              "power_w", "energy_j_per_token", "usd_per_million_tokens", "scaling_efficiency", "effective_gpus"):
+              "power_w", "energy_j_per_token", "usd_per_million_tokens", "scaling_efficiency", "effective_gpus",
+              "run_hours", "energy_kwh_per_run", "usd_per_run"):
         if k in d and d[k] is not None:
             v = d[k]
             view[k] = f"{v:.4g}" if isinstance(v, float) else v
@@ -79,6 +80,8 @@ def estimate_cmd(
     zero: int = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP full shard)."),
     micro_batches: int = typer.Option(None, "--micro-batches", help="Micro-batches per step (grad accumulation)."),
     workload: str = typer.Option(None, "--workload", "-w", help="A workload file instead of the flags above."),
+    run_tokens: str = typer.Option(None, "--run-tokens", help="Tokens of a whole run ('100M', '2e9'): adds hours, "
+                                   "kWh and $ per run."),
     curve: bool = typer.Option(False, "--curve", help="Add the memory growth curve over batch × sequence length."),
     fmt: Format = FormatOption,
 ) -> None:
@@ -95,11 +98,19 @@ def estimate_cmd(
              "kv_precision": kv_precision, "optimizer": optimizer, "master_weights": master_weights,
              "recompute": recompute, "tp": tp, "pp": pp, "dp": dp, "zero": zero, "micro_batches": micro_batches}
     options.update({k: v for k, v in flags.items() if v is not None})
+    if run_tokens is not None:
+        from gpumatch.workload.quantities import token_count
+
+        try:
+            options["run_tokens"] = token_count(run_tokens)
+        except ValueError as e:
+            raise InputError(f"--run-tokens: {e}") from None
     if count is None and "count" in options:
         count = options.pop("count")
     options.pop("count", None)
     result = estimate(model_arg, gpu, count=count, **options)
     d = result.to_dict()
+    options.pop("run_tokens", None)
     rows = memory_curve(model_arg, gpu, count=count, **options) if curve else []
     if curve:
         d["memory_curve"] = rows

@@ -85,11 +85,15 @@ def estimate(
     calibration: Calibration | None = None,
     site: Site | None = None,
     with_scaling: bool = True,
+    run_tokens: float | None = None,
     **options: Any,
 ) -> Estimate:
     """Estimate one configuration. ``options`` are the fields of :class:`~gpumatch.estimate.setup.Request`:
     task, batch, seq, prompt, gen, precision, kv_precision, optimizer, master_weights, grad_bytes, recompute,
     flash, tp, pp, dp, zero, micro_batches, sequence_parallel, lora_rank, kv_block, gpus_per_node.
+
+    ``run_tokens`` (training tokens of a whole run, or tokens to generate) adds ``run_hours``,
+    ``energy_kwh_per_run`` (facility: GPUs + host share, × PUE), ``gpu_energy_kwh_per_run`` and ``usd_per_run``.
 
     Raises :class:`InputError` for impossible combinations (TP not dividing the heads, count ≠ tp·pp·dp,
     unknown precision, a precision the GPU cannot compute).
@@ -108,6 +112,12 @@ def estimate(
     metrics = {k: float(v) for k, v in out.items()}
     price, usd_h, usd_m = _price(spec, metrics)
     metrics["usd_per_hour"], metrics["usd_per_million_tokens"] = usd_h, usd_m
+    metrics["power_idle_w"] = spec.tdp_w * cal.idle_power_fraction
+    metrics["power_peak_w"] = spec.tdp_w
+    if run_tokens is not None:
+        if run_tokens <= 0:
+            raise InputError(f"run tokens must be positive, got {run_tokens}")
+        metrics.update(run_metrics(run_tokens, metrics))
     mem = MemoryEstimate({k: metrics[k] for k in _MEMORY_ITEMS})
     if not mem.fits:
         over = -mem.margin_bytes / 2**30
@@ -135,6 +145,18 @@ def estimate(
         price=price,
         warnings=warnings,
     )
+
+
+def run_metrics(run_tokens: float, metrics: dict[str, float]) -> dict[str, float]:
+    """Hours, energy (kWh: facility and GPU-only) and dollars of a run of ``run_tokens`` useful tokens."""
+    run_s = run_tokens / metrics["useful_tokens_per_s"]
+    return {
+        "run_tokens": run_tokens,
+        "run_hours": run_s / 3600.0,
+        "energy_kwh_per_run": metrics["facility_power_w"] * run_s / 3.6e6,
+        "gpu_energy_kwh_per_run": metrics["power_w"] * metrics["count"] * run_s / 3.6e6,
+        "usd_per_run": metrics["usd_per_hour"] * run_s / 3600.0,
+    }
 
 
 _MEMORY_ITEMS = (

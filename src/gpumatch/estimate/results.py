@@ -117,8 +117,10 @@ class Estimate:
         d.update({k: _clean(self.metrics[k]) for k in keys})
         d["bound"] = self.bound
         d["breakdown"] = {k: self.metrics[k] for k in BREAKDOWN_KEYS}
-        for k in ("power_w", "energy_j_per_token", "energy_j_per_token_facility", "usd_per_million_tokens",
-                  "usd_per_hour", "scaling_efficiency", "effective_gpus"):
+        for k in ("power_w", "power_idle_w", "power_peak_w", "facility_power_w", "energy_j_per_token",
+                  "energy_j_per_token_facility", "usd_per_million_tokens", "usd_per_hour", "scaling_efficiency",
+                  "effective_gpus", "run_tokens", "run_hours", "energy_kwh_per_run", "gpu_energy_kwh_per_run",
+                  "usd_per_run"):
             if k in self.metrics:
                 d[k] = _clean(self.metrics[k])
         d["price"] = None if self.price is None else dict(self.price.__dict__)

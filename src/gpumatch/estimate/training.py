@@ -9,7 +9,8 @@ Sources:
 - Data parallel: gradient all-reduce of the trainable parameters (ZeRO-1/2: reduce-scatter + all-gather,
   same volume; ZeRO-3/FSDP: parameters all-gathered in forward and in backward and gradients
   reduce-scattered, 1.5× the volume; Rajbhandari et al. 2020 section 7), overlapped with the backward pass
-  by ``Calibration.dp_overlap_fraction``.
+  by ``Calibration.dp_overlap_fraction`` -- except the ZeRO-1/2 parameter all-gather after the optimizer
+  step, which is exposed.
 - Optimizer: memory-bound; it moves ``optimizer_traffic_factor × (state + gradient + weight)`` bytes per
   trainable parameter on the GPU's shard.
 - QLoRA dequantizes the 4-bit base weights before each use: read 4-bit, write and read 16-bit.
@@ -79,7 +80,11 @@ def train_step(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     gathers = where(c.zero >= 3, 2.0 * c.micro_batches * comm.all_gather_s(
         weight_params_per_gpu(m, c) * c.dp * c.weight_bytes, c.dp, bw_dp, hop_dp, cal), 0.0)
     hidden = cal.dp_overlap_fraction * (t_mb * 2.0 / 3.0 + where(c.zero >= 3, c.micro_batches * t_mb, 0.0))
-    dp_comm = vmax(sync * where(c.zero >= 3, 0.5, 1.0) + gathers - hidden, 0.0)
+    # ZeRO-1/2 reduce-scatter gradients during backward but all-gather the updated parameters after the
+    # optimizer step, where nothing hides it; ZeRO-3 gathers lazily in the next forward (``gathers``)
+    after_step = where((c.zero >= 1) * (c.zero < 3), 0.5 * sync, 0.0)
+    overlappable = sync * where(c.zero >= 1, 0.5, 1.0) + gathers
+    dp_comm = vmax(overlappable - hidden, 0.0) + after_step
     # optimizer on this GPU's shard of the trainable parameters
     shard = trainable / where(c.zero >= 1, c.dp, 1.0)
     w_b = where(c.full_train > 0, c.weight_bytes, c.adapter_bytes)

@@ -2,7 +2,8 @@
 
 Mapping: task ``dev`` is estimated as ``infer``; ``shape.concurrency`` is the serving batch; training uses
 ``micro_batch_size`` (else ``batch_size``) as the micro-batch and ``batch_size / micro_batch_size`` as the
-number of micro-batches; ``optimizer = adamw8bit`` or ``precision.optimizer = int8`` selects 8-bit AdamW.
+number of micro-batches; ``targets.train_tokens`` becomes ``run_tokens``; ``optimizer = adamw8bit`` or
+``precision.optimizer = int8`` selects 8-bit AdamW.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def options_from_workload(wl: Workload) -> dict[str, Any]:
             opts["master_weights"] = p.master_weights
         if s.lora_rank:
             opts["lora_rank"] = s.lora_rank
+        if wl.targets.train_tokens:
+            opts["run_tokens"] = wl.targets.train_tokens
     else:
         batch = s.concurrency if task == "serve" else s.batch_size
         opts.update(batch=max(1, batch), prompt=s.prompt_tokens, gen=s.output_tokens)

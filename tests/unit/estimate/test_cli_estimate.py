@@ -70,3 +70,13 @@ def test_table_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
     assert "does not fit" in out
     assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--format", "csv"]) == 0
     assert capsys.readouterr().out.startswith("field,value")
+
+
+def test_run_tokens_and_power_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    d = _json(capsys, "--model", "llama-3.2-1b", "--gpu", "H100 SXM", "--task", "train", "--batch", "4",
+              "--run-tokens", "1B")
+    assert d["run_hours"] == pytest.approx(1e9 / d["tokens_per_s"] / 3600)
+    assert d["usd_per_run"] == pytest.approx(d["usd_per_hour"] * d["run_hours"])
+    assert d["energy_kwh_per_run"] > d["power_w"] * d["run_hours"] / 1000  # host share and PUE on top
+    assert d["power_idle_w"] < d["power_w"] <= d["power_peak_w"]
+    assert main(["estimate", "--model", "llama-3.2-1b", "--gpu", "H100 SXM", "--run-tokens", "lots"]) == 2
