@@ -110,12 +110,13 @@ def evaluate(
         e2e = t_pre["time_s"] + c.gen * tpot
         gpu_w = power.gpu_power_w(c, t, cal)
         pre_w = power.gpu_power_w(c, t_pre, cal)
-        out.update(prefill_s=t_pre["time_s"], tpot_s=tpot, decode_tokens_per_s=c.batch / tpot,
-                   prefill_tokens_per_s=c.batch * c.prompt / t_pre["time_s"], e2e_s=e2e,
-                   output_tokens_per_s=c.batch * c.gen / e2e, prefill_bound_index=bound_index(t_pre),
+        seqs = c.batch * c.dp  # data-parallel replicas each serve ``batch`` sequences
+        out.update(prefill_s=t_pre["time_s"], tpot_s=tpot, decode_tokens_per_s=seqs / tpot,
+                   prefill_tokens_per_s=seqs * c.prompt / t_pre["time_s"], e2e_s=e2e,
+                   output_tokens_per_s=seqs * c.gen / e2e, prefill_bound_index=bound_index(t_pre),
                    compute_s=t["compute_s"], memory_s=t["memory_s"], comm_s=t["comm_s"], host_s=t["host_s"])
         energy_j = (pre_w * t_pre["time_s"] + gpu_w * c.gen * tpot) * count
-        useful_tokens = c.batch * c.gen
+        useful_tokens = seqs * c.gen
         useful_s = e2e
     out["bound_index"] = bound_index(t)
     out["power_w"] = gpu_w
