@@ -229,8 +229,12 @@ def _render(result: Any, fmt: Format) -> None:
                          "GpuIdle reason); a process holding a CUDA context keeps them up")
     st = result.trace.stats
     lines.append("")
-    lines.append(f"{len(result.trace.samples)} samples over {result.trace.duration_s:.1f} s; sampler cost "
-                 f"{st.mean_tick_s * 1e3:.2f} ms/tick mean, {st.overruns} overruns")
+    rec = result.trace.meta.get("recorded_sampler")
+    if rec:  # a replay: what sampling cost when the trace was recorded
+        st_text = f"recorded with {rec['mean_tick_s'] * 1e3:.2f} ms/tick mean, {rec['overruns']} overruns (replayed)"
+    else:
+        st_text = f"sampler cost {st.mean_tick_s * 1e3:.2f} ms/tick mean, {st.overruns} overruns"
+    lines.append(f"{len(result.trace.samples)} samples over {result.trace.duration_s:.1f} s; {st_text}")
     if result.exit_code is not None:
         lines.append(f"command exit code: {result.exit_code}")
     emit("\n".join(lines))

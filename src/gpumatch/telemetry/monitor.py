@@ -127,7 +127,7 @@ def replay_trace(path: Path, interval_s: float | None = None) -> MonitorResult:
     if not backend.trace.samples:
         raise InputError(f"trace '{path}' has no samples", "record one with 'gpumatch monitor --output F -- CMD'")
     clock = VirtualClock()
-    meta = dict(backend.trace.meta, replayed_from=str(path))
+    meta = dict(backend.trace.meta, replayed_from=str(path), recorded_sampler=backend.trace.stats.__dict__)
     interval = backend.trace.interval_s if interval_s is None else interval_s
     sampler = Sampler(backend, interval, clock=clock.now, sleep=clock.sleep, meta=meta)
     trace = sampler.run_for(backend.duration_s)
