@@ -57,7 +57,7 @@ def monitor_command(
     command: Sequence[str] | None,
     interval_s: float = 0.1,
     on_samples: Callable[[list[Sample]], None] | None = None,
-    flush_every_s: float = 5.0,
+    flush_every_s: float = 2.0,
 ) -> MonitorResult:
     """Sample ``backend`` while ``command`` runs (or, without one, until KeyboardInterrupt).
 

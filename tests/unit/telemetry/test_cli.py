@@ -112,3 +112,34 @@ def test_monitor_runs_a_command_and_exits_with_its_code(fake_gpu, tmp_path: Path
         (run,) = st.runs()
         assert run.kind == "monitor" and run.status == "failed" and run.n_samples >= 5
         assert run.manifest["gpus"][0]["name"] == "NVIDIA H200"
+
+
+_CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_nvml_backend import _fake_pynvml
+sys.modules["pynvml"] = _fake_pynvml()
+from gpumatch.cli.app import main
+sys.exit(main(["monitor", "-i", "0.02", "--", sys.executable, "-c", "import time; time.sleep(60)"]))
+"""
+
+
+def test_a_killed_monitor_leaves_a_readable_store(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    env = dict(os.environ, GPUMATCH_HOME=str(tmp_path / "home"))
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD.format(tests=str(Path(__file__).parent))], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(4.5)  # two flushes (every 2 s)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the monitor and its child, no chance to clean up
+        proc.wait()
+    with open_store(tmp_path / "home" / "results.sqlite") as st:
+        (run,) = st.runs()
+        assert run.kind == "monitor" and run.status == "interrupted"
+        assert run.n_samples >= 50  # 0.02 s sampling, flushed at least once before the kill
+        assert st.integrity_check() == "ok"
