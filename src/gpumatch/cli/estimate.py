@@ -51,6 +51,25 @@ def _table_view(d: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+def _load_calibration(path: str) -> Any:
+    """A Calibration from a JSON object (or an object with a "calibration" key)."""
+    import json
+    from pathlib import Path
+
+    from gpumatch.errors import DataFileError
+    from gpumatch.estimate import Calibration
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFileError(f"cannot read calibration {path}: {e}", "give a JSON file of Calibration fields") from None
+    if isinstance(data, dict) and isinstance(data.get("calibration"), dict):
+        data = data["calibration"]
+    if not isinstance(data, dict):
+        raise DataFileError(f"calibration {path} is not a JSON object", "give a JSON object of Calibration fields")
+    return Calibration.from_dict(data)
+
+
 def _workload_options(path: str) -> tuple[Any, dict[str, Any]]:
     """(model, request options) from a workload file (gpumatch.workload)."""
     from gpumatch.estimate.workload_bridge import options_from_workload
@@ -83,6 +102,8 @@ def estimate_cmd(
     run_tokens: str = typer.Option(None, "--run-tokens", help="Tokens of a whole run ('100M', '2e9'): adds hours, "
                                    "kWh and $ per run."),
     curve: bool = typer.Option(False, "--curve", help="Add the memory growth curve over batch × sequence length."),
+    calibration: str = typer.Option(None, "--calibration", help="A Calibration JSON file (fields of "
+                                    "gpumatch.estimate.Calibration) instead of the defaults."),
     fmt: Format = FormatOption,
 ) -> None:
     from gpumatch.errors import InputError
@@ -108,9 +129,12 @@ def estimate_cmd(
     if count is None and "count" in options:
         count = options.pop("count")
     options.pop("count", None)
+    if calibration:
+        options["calibration"] = _load_calibration(calibration)
     result = estimate(model_arg, gpu, count=count, **options)
     d = result.to_dict()
     options.pop("run_tokens", None)
+    options.pop("calibration", None)
     rows = memory_curve(model_arg, gpu, count=count, **options) if curve else []
     if curve:
         d["memory_curve"] = rows

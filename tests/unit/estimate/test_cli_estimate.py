@@ -80,3 +80,19 @@ def test_run_tokens_and_power_levels(capsys: pytest.CaptureFixture[str]) -> None
     assert d["energy_kwh_per_run"] > d["power_w"] * d["run_hours"] / 1000  # host share and PUE on top
     assert d["power_idle_w"] < d["power_w"] <= d["power_peak_w"]
     assert main(["estimate", "--model", "llama-3.2-1b", "--gpu", "H100 SXM", "--run-tokens", "lots"]) == 2
+
+
+def test_calibration_file(capsys: pytest.CaptureFixture[str], tmp_path: pytest.TempPathFactory) -> None:
+    from pathlib import Path
+
+    good = Path(str(tmp_path)) / "cal.json"
+    good.write_text('{"calibration": {"gemm_efficiency_max": 0.3, "basis": "calibrated", "provenance": "runs 1-2"}}')
+    args = ("--model", "llama-3.2-1b", "--gpu", "H100 SXM", "--task", "train")
+    slow = _json(capsys, *args, "--calibration", str(good))
+    fast = _json(capsys, *args)
+    assert slow["basis"] == "calibrated" and slow["provenance"] == "runs 1-2"
+    assert slow["step_s"] > fast["step_s"]
+    bad = Path(str(tmp_path)) / "bad.json"
+    bad.write_text("[1, 2]")
+    assert main(["estimate", *args, "--calibration", str(bad)]) == 2
+    assert "not a JSON object" in capsys.readouterr().err
