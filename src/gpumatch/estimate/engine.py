@@ -111,7 +111,8 @@ def evaluate(
         gpu_w = power.gpu_power_w(c, t, cal)
         pre_w = power.gpu_power_w(c, t_pre, cal)
         seqs = c.batch * c.dp  # data-parallel replicas each serve ``batch`` sequences
-        out.update(prefill_s=t_pre["time_s"], tpot_s=tpot, decode_tokens_per_s=seqs / tpot,
+        ttft = roofline.prefill(m, c, cal, batch=1.0)["time_s"]  # one request alone, no queueing
+        out.update(prefill_s=t_pre["time_s"], ttft_s=ttft, tpot_s=tpot, decode_tokens_per_s=seqs / tpot,
                    prefill_tokens_per_s=seqs * c.prompt / t_pre["time_s"], e2e_s=e2e,
                    output_tokens_per_s=seqs * c.gen / e2e, prefill_bound_index=bound_index(t_pre),
                    compute_s=t["compute_s"], memory_s=t["memory_s"], comm_s=t["comm_s"], host_s=t["host_s"])

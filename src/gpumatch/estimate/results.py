@@ -23,7 +23,9 @@ MEMORY_DETAIL_KEYS = (
     "fragmentation_bytes",
     "gather_buffer_bytes",
 )
-INFER_KEYS = ("prefill_s", "tpot_s", "decode_tokens_per_s", "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s")
+INFER_KEYS = (
+    "prefill_s", "ttft_s", "tpot_s", "decode_tokens_per_s", "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s"
+)
 TRAIN_KEYS = ("step_s", "tokens_per_s", "mfu", "bubble_s", "optimizer_s")
 BREAKDOWN_KEYS = ("compute_s", "memory_s", "comm_s", "host_s")
 

@@ -129,10 +129,13 @@ def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[s
     return _result(comp, mem, comm_, host)
 
 
-def prefill(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
-    """A causal forward over ``batch × prompt`` tokens; logits of the last position only. Prefill kernels are
-    dispatched one by one (no CUDA graph), as plain PyTorch and most engines run variable-length prefills."""
-    tokens = c.batch * c.prompt
+def prefill(m: ModelNums, c: Case, cal: Calibration, batch: Num = None) -> dict[str, Num]:
+    """A causal forward over ``batch × prompt`` tokens (``batch`` defaults to ``c.batch``); logits of the last
+    position only. Prefill kernels are dispatched one by one (no CUDA graph), as plain PyTorch and most engines
+    run variable-length prefills."""
+    if batch is None:
+        batch = c.batch
+    tokens = batch * c.prompt
     layers = layers_per_stage(m, c.pp) * c.pp
     ctx = flops.prefill_context(c.prompt)
     parts = _forward_layer(m, c, tokens, ctx, cal)
@@ -140,7 +143,7 @@ def prefill(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     parts[1] = op(flops.attention_flops(m, tokens, ctx) / c.tp,
                   tokens * c.act_bytes * m.qkv_width * 2.0 / c.tp, 1.0, c, cal, attention=True)
     comp, mem = _acc(parts)
-    head = op(flops.head_flops(m, c.batch) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
+    head = op(flops.head_flops(m, batch) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
     h_comp, h_mem = _acc([head])
     comm_ = layers * _tp_allreduces(m, c, tokens, 2.0, cal) + _pp_hops(m, c, tokens, cal)
     comp, mem = layers * comp + h_comp, layers * mem + h_mem
