@@ -139,7 +139,28 @@ def findings(table: list[dict[str, Any]]) -> list[str]:
         "- The plain CUDA-graph decode step (eager graph column) is 20-45% slower than the compiled one at small "
         "batch (unfused RMSNorm/RoPE/SiLU kernels); gpumatch predicts the compiled step, as engines run it.",
         "- Two different H200 cards ran the two sets (UUIDs above), same driver and software.",
+        *_probe_lines(),
     ]
+    return lines
+
+
+def _probe_lines() -> list[str]:
+    """What the host-dispatch probe (benchmarks/gpu/probe_prefill_host.py) found, from its committed file."""
+    import json
+
+    path = DATA / "2026-12-02-h200-probe-prefill-host.json"
+    if not path.exists():
+        return []
+    lines = ["- Host-dispatch probe (eager prefill, batch 1, a third H200; `" + path.name + "`):"]
+    for r in json.loads(path.read_text())["cases"]:
+        host = r["host_enqueue_s"]
+        host_txt = "blocked (launch queue full)" if host > 0.5 else f"{host * 1e3:.1f} ms"
+        lines.append(f"  - {r['model']} s{r['seq']}: eager {r['eager_median_s'] * 1e3:.1f} ms, host enqueue "
+                     f"{host_txt}, device only (CUDA graph) {r['device_graph_median_s'] * 1e3:.1f} ms")
+    lines.append("  Where host enqueue exceeds device time the eager pass is host-bound; the 8B prefill at 512 "
+                 "tokens took longer here than on the first run's machine, so eager dispatch speed varies "
+                 "between machines of one kind (host CPU), which bounds how well host-bound cases can be "
+                 "predicted.")
     return lines
 
 

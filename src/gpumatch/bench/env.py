@@ -41,6 +41,18 @@ def nvidia_smi(fields: tuple[str, ...] = _SMI_FIELDS) -> list[dict[str, str]]:
     return rows
 
 
+def _cpu_model() -> str:
+    """The host CPU's model name (/proc/cpuinfo), which sets eager-dispatch speed; '' where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def _cudnn_version() -> int | None:
     cudnn: Any = torch.backends.cudnn
     return int(cudnn.version()) if cudnn.is_available() else None
@@ -52,6 +64,7 @@ def environment() -> dict[str, Any]:
         "utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "cpu_model": _cpu_model(),
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "cudnn": _cudnn_version(),
