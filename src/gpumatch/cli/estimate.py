@@ -98,6 +98,8 @@ def estimate_cmd(
     dp: int = typer.Option(None, "--dp", help="Data-parallel degree."),
     zero: int = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP full shard)."),
     micro_batches: int = typer.Option(None, "--micro-batches", help="Micro-batches per step (grad accumulation)."),
+    offload_optimizer: bool = typer.Option(False, "--offload-optimizer",
+                                           help="Keep and update the optimizer state on the host (ZeRO-Offload)."),
     workload: str = typer.Option(None, "--workload", "-w", help="A workload file instead of the flags above."),
     run_tokens: str = typer.Option(None, "--run-tokens", help="Tokens of a whole run ('100M', '2e9'): adds hours, "
                                    "kWh and $ per run."),
@@ -117,7 +119,8 @@ def estimate_cmd(
         raise InputError("--model is required (or --workload FILE)", "see 'gpumatch estimate --help'")
     flags = {"task": task, "batch": batch, "seq": seq, "prompt": prompt, "gen": gen, "precision": precision,
              "kv_precision": kv_precision, "optimizer": optimizer, "master_weights": master_weights,
-             "recompute": recompute, "tp": tp, "pp": pp, "dp": dp, "zero": zero, "micro_batches": micro_batches}
+             "recompute": recompute, "tp": tp, "pp": pp, "dp": dp, "zero": zero, "micro_batches": micro_batches,
+             "offload_optimizer": offload_optimizer or None}
     options.update({k: v for k, v in flags.items() if v is not None})
     if run_tokens is not None:
         from gpumatch.workload.quantities import token_count

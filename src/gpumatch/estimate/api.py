@@ -162,7 +162,7 @@ def run_metrics(run_tokens: float, metrics: dict[str, float]) -> dict[str, float
 _MEMORY_ITEMS = (
     "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes", "overhead_bytes",
     "total_bytes", "capacity_bytes", "logits_bytes", "cuda_context_bytes", "comm_buffer_bytes",
-    "fragmentation_bytes", "gather_buffer_bytes",
+    "fragmentation_bytes", "gather_buffer_bytes", "offloaded_bytes",
 )
 
 

@@ -88,6 +88,9 @@ class Calibration:
     train_step_overhead_s: float = 11e-3
     optimizer_traffic_factor: float = 2.1
     """Optimizer bytes moved / (state + grad + weight bytes): ~1.75 fused AdamW, ~5 foreach (assumed 2)."""
+    cpu_optimizer_params_per_s: float = 1e9
+    """Parameters per second a host CPU updates with a vectorized Adam (ZeRO-Offload's CPU-Adam) for one
+    GPU's shard (assumed: a few cores per GPU streaming 16 bytes of fp32 state per parameter)."""
     # links (fractions of the per-direction datasheet bandwidth) and latencies
     nvlink_efficiency: float = 0.78
     pcie_efficiency: float = 0.80

@@ -71,6 +71,7 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration, chunk_token
         "comm_buffer_bytes": nccl,
         "fragmentation_bytes": frag,
         "gather_buffer_bytes": gather,
+        "offloaded_bytes": memory.offloaded_bytes(m, c) if training_ else 0.0,
         "total_bytes": total,
         "capacity_bytes": c.capacity_bytes,
         "margin_bytes": c.capacity_bytes - total,

@@ -13,6 +13,8 @@ Sources (restated in ../shared/notes/estimator-formulas.md section B):
   saved: gate output, its activation, up output, product), no dropout, and flash attention (scores
   replaced by the fp32 log-sum-exp ``4·a·s·b``). Pipeline: the first 1F1B stage holds
   ``min(m, p)`` micro-batches of its ``L/p`` layers (Korthikanti section 4.2.3).
+- ZeRO-Offload (Ren et al. 2021, "ZeRO-Offload: Democratizing Billion-Scale Model Training"): the optimizer
+  state (fp32 master and moments) moves to host memory and is updated there by the CPU.
 - KV cache: ``2·a_kv·d·β`` per token per layer, divided by TP up to the number of KV heads, times
   concurrent sequences times their tokens rounded up to the cache block (vLLM PagedAttention, Kwon et al.
   2023, block size 16).
@@ -59,7 +61,15 @@ def model_state_bytes(m: ModelNums, c: Case, training: bool) -> tuple[Num, Num, 
     opt_b = where(c.full_train > 0, c.opt_bytes, c.adapter_opt_bytes)
     grads = trainable * grad_b / where(c.zero >= 2, c.dp, 1.0)
     opt = trainable * opt_b / where(c.zero >= 1, c.dp, 1.0)
-    return weights, grads, opt
+    return weights, grads, opt * (1.0 - c.offload)
+
+
+def offloaded_bytes(m: ModelNums, c: Case) -> Num:
+    """Host-memory bytes of the optimizer state per GPU under ZeRO-Offload (0 without offload)."""
+    trainable = where(c.full_train > 0, weight_params_per_gpu(m, c) * where(c.zero >= 3, c.dp, 1.0),
+                      adapter_params_per_gpu(m, c))
+    opt_b = where(c.full_train > 0, c.opt_bytes, c.adapter_opt_bytes)
+    return c.offload * trainable * opt_b / where(c.zero >= 1, c.dp, 1.0)
 
 
 def layer_activation_bytes(

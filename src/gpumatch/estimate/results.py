@@ -22,6 +22,7 @@ MEMORY_DETAIL_KEYS = (
     "comm_buffer_bytes",
     "fragmentation_bytes",
     "gather_buffer_bytes",
+    "offloaded_bytes",
 )
 INFER_KEYS = (
     "prefill_s", "ttft_s", "tpot_s", "decode_tokens_per_s", "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s"

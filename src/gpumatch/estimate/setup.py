@@ -61,6 +61,7 @@ class Request:
     kv_block: int | None = None
     gpus_per_node: int = 8
     cuda_graphs: bool | None = None
+    offload_optimizer: bool = False
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -104,6 +105,8 @@ def validate(arch: ModelArch, req: Request) -> None:
         )
     if req.pp > arch.layers:
         raise InputError(f"pipeline parallel {req.pp} exceeds the {arch.layers} layers of {arch.name}")
+    if req.offload_optimizer and not req.training:
+        raise InputError("optimizer offload applies to training only", "drop --offload-optimizer")
     if req.training and req.precision in ("int8", "int4", "nf4") and req.task != "qlora":
         raise InputError(
             f"{req.task} with {req.precision} weights is not a training recipe",
@@ -187,6 +190,7 @@ def shape_numbers(req: Request) -> dict[str, float]:
         "kv_block": float(req.kv_block or (16 if req.task == "serve" else 1)),
         "split_kv": 1.0 if req.task == "serve" else 0.0,
         "fused": 1.0 if req.task == "serve" else 0.0,
+        "offload": 1.0 if req.offload_optimizer else 0.0,
         "graphs": 1.0 if (req.cuda_graphs if req.cuda_graphs is not None else not req.training) else 0.0,
         "rc_full": 1.0 if rc == "full" else 0.0, "rc_selective": 1.0 if rc == "selective" else 0.0,
         "flash": 1.0 if req.flash else 0.0, "seq_parallel": 1.0 if sp else 0.0,

@@ -13,6 +13,8 @@ Sources:
   step, which is exposed.
 - Optimizer: memory-bound; it moves ``optimizer_traffic_factor × (state + gradient + weight)`` bytes per
   trainable parameter on the GPU's shard.
+- ZeRO-Offload (Ren et al. 2021): the CPU updates the optimizer shard at ``cpu_optimizer_params_per_s`` and
+  gradients / weights cross PCIe once per step (not overlapped here: a conservative bound).
 - QLoRA dequantizes the 4-bit base weights before each use: read 4-bit, write and read 16-bit.
 """
 
@@ -90,7 +92,11 @@ def train_step(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     w_b = where(c.full_train > 0, c.weight_bytes, c.adapter_bytes)
     opt_b = where(c.full_train > 0, c.opt_bytes, c.adapter_opt_bytes)
     opt_bytes = shard * (opt_b + grad_b + w_b) * cal.optimizer_traffic_factor
-    _, t_opt = op(0.0, opt_bytes, 1.0, c, cal)
+    _, t_gpu_opt = op(0.0, opt_bytes, 1.0, c, cal)
+    # ZeRO-Offload: gradients go down and updated 16-bit weights come back over PCIe; the CPU updates the shard
+    pcie = c.pcie_bytes_per_s * cal.pcie_efficiency
+    t_cpu_opt = shard / cal.cpu_optimizer_params_per_s + shard * (grad_b + w_b) / pcie
+    t_opt = where(c.offload > 0, t_cpu_opt, t_gpu_opt)
     return _result(
         comp * slots,
         mem * slots + t_opt,

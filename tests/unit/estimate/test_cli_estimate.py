@@ -96,3 +96,14 @@ def test_calibration_file(capsys: pytest.CaptureFixture[str], tmp_path: pytest.T
     bad.write_text("[1, 2]")
     assert main(["estimate", *args, "--calibration", str(bad)]) == 2
     assert "not a JSON object" in capsys.readouterr().err
+
+
+def test_offload_optimizer_moves_state_to_host(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "train", "--batch", "1", "--recompute", "full")
+    on_gpu = _json(capsys, *args)
+    off = _json(capsys, *args, "--offload-optimizer")
+    assert off["memory"]["optimizer_bytes"] == 0
+    assert off["memory"]["detail"]["offloaded_bytes"] == pytest.approx(on_gpu["memory"]["optimizer_bytes"])
+    assert off["memory"]["total_bytes"] < on_gpu["memory"]["total_bytes"]
+    assert off["step_s"] > on_gpu["step_s"]  # the CPU update and the PCIe round trip cost time
+    assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--offload-optimizer"]) == 2
