@@ -87,6 +87,21 @@ def test_decode_compiled_graph_within_12_percent() -> None:
     assert statistics.mean(abs(x) for x in errs) <= 0.05
 
 
+def test_decode_peak_memory_within_10_percent() -> None:
+    """Peak allocated memory of the decode benchmark (weights + static KV cache + one step's transients; the
+    caches are filled without a batched prefill) vs the estimate without reserved-only items: within 10 %."""
+    gpu = get_gpu(H200)
+
+    def err(c: dict[str, Any], m: ModelArch) -> float | None:
+        if c.get("kind") != "decode" or "max_memory_allocated_bytes" not in c:
+            return None
+        e = estimate(m, gpu, task="infer", batch=c["batch"], prompt=c["context"] - 1, gen=1, with_scaling=False)
+        allocated = e.memory.total_bytes - e.memory.overhead_bytes
+        return float(allocated / c["max_memory_allocated_bytes"] - 1)
+
+    assert max(abs(x) for x in _errors("decode", err)) <= 0.10
+
+
 def test_prefill_8b_within_10_percent() -> None:
     """Prefill of the 8B shape (eager, flash SDPA, last-position logits): every case within 10 %."""
     gpu = get_gpu(H200)

@@ -14,7 +14,7 @@ import numpy as np
 
 from gpumatch.errors import InputError
 from gpumatch.estimate import cost, flops, memory, power, roofline, training
-from gpumatch.estimate._num import Num, is_array, vmin
+from gpumatch.estimate._num import Num, is_array, vmax, vmin, where
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.inputs import Case, ModelNums
 from gpumatch.estimate.power import DEFAULT_SITE, Site
@@ -22,8 +22,6 @@ from gpumatch.estimate.power import DEFAULT_SITE, Site
 TRAIN_TASKS = ("train", "finetune", "lora", "qlora")
 INFER_TASKS = ("infer", "serve")
 TASKS = INFER_TASKS + TRAIN_TASKS
-SERVE_PREFILL_CHUNK_TOKENS = 8192
-"""Serving engines prefill in chunks (vLLM's ``max_num_batched_tokens``, 8192 for online serving in v1)."""
 
 
 def bound_index(t: dict[str, Num]) -> Num:
@@ -38,7 +36,7 @@ def bound_index(t: dict[str, Num]) -> Num:
     return best
 
 
-def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration, chunk_tokens: Num = None) -> dict[str, Num]:
+def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     """Itemized bytes per GPU (see memory.py), the peak total, the capacity and the margin.
 
     ``total_bytes`` is the peak: in single-GPU PyTorch training without accumulation the gradients and the
@@ -50,9 +48,9 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration, chunk_token
         acts, logits = memory.training_activation_bytes(m, c, cal)
         kv: Num = 0.0
     else:
-        if chunk_tokens is None and task == "serve":
-            chunk_tokens = SERVE_PREFILL_CHUNK_TOKENS
-        chunk = c.batch * c.prompt if chunk_tokens is None else vmin(chunk_tokens, c.batch * c.prompt)
+        whole = c.batch * c.prompt
+        chunk = where(c.prefill_chunk > 0, vmin(c.prefill_chunk, whole), whole)
+        chunk = vmax(chunk, c.batch)  # a decode step holds one token of every sequence
         acts, logits = memory.inference_activation_bytes(m, c, chunk), 0.0
         kv = memory.kv_cache_bytes(m, c, c.prompt + c.gen)
     peak_dynamic = memory.peak_dynamic_bytes(c, g, acts + logits) if training_ else acts
@@ -84,12 +82,11 @@ def evaluate(
     c: Case,
     cal: Calibration = DEFAULT_CALIBRATION,
     site: Site = DEFAULT_SITE,
-    chunk_tokens: Num = None,
 ) -> dict[str, Num]:
     """Memory, time, power and cost of ``c`` (floats or arrays). Keys: see module and docs/estimators.md."""
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}", f"use one of {', '.join(TASKS)}")
-    out = memory_items(task, m, c, cal, chunk_tokens)
+    out = memory_items(task, m, c, cal)
     out["fits"] = out["total_bytes"] <= c.capacity_bytes
     count = c.tp * c.pp * c.dp
     if task in TRAIN_TASKS:

@@ -123,7 +123,8 @@ class Case:
     decode attention splits the KV sequence across thread blocks (serving engines), 0 for plain SDPA;
     ``graphs`` 1 when the step replays a CUDA graph (no CPU dispatch per kernel), 0 for eager PyTorch;
     ``fused`` 1 when norms, RoPE and the MLP activation run as fused kernels (serving engines);
-    ``offload`` 1 when the optimizer state lives and is updated in host memory (ZeRO-Offload).
+    ``offload`` 1 when the optimizer state lives and is updated in host memory (ZeRO-Offload);
+    ``prefill_chunk`` tokens per prefill forward for the memory peak (0 = the whole batch at once).
     Precisions in bytes per element: ``weight_bytes``, ``act_bytes``, ``kv_bytes``, ``grad_bytes``,
     ``opt_bytes`` (optimizer state per trainable parameter, master copy included). Flags (0/1):
     ``rc_full``, ``rc_selective``, ``flash``, ``seq_parallel``, ``full_train`` (1 full, 0 adapters only);
@@ -156,6 +157,7 @@ class Case:
     graphs: Num = 1.0
     fused: Num = 0.0
     offload: Num = 0.0
+    prefill_chunk: Num = 8192.0
     weight_bytes: Num = 2.0
     act_bytes: Num = 2.0
     kv_bytes: Num = 2.0

@@ -62,6 +62,7 @@ class Request:
     gpus_per_node: int = 8
     cuda_graphs: bool | None = None
     offload_optimizer: bool = False
+    prefill_chunk: int = 8192
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -94,6 +95,8 @@ def validate(arch: ModelArch, req: Request) -> None:
         v = getattr(req, name)
         if v is not None and v < 1:
             raise InputError(f"{name} must be at least 1 token, got {v}")
+    if req.prefill_chunk < 0:
+        raise InputError(f"prefill chunk must be >= 0 tokens (0 = whole batch), got {req.prefill_chunk}")
     if req.zero not in (0, 1, 2, 3):
         raise InputError(f"zero stage must be 0, 1, 2 or 3, got {req.zero}")
     if req.zero and not req.training:
@@ -191,6 +194,7 @@ def shape_numbers(req: Request) -> dict[str, float]:
         "split_kv": 1.0 if req.task == "serve" else 0.0,
         "fused": 1.0 if req.task == "serve" else 0.0,
         "offload": 1.0 if req.offload_optimizer else 0.0,
+        "prefill_chunk": float(req.prefill_chunk),
         "graphs": 1.0 if (req.cuda_graphs if req.cuda_graphs is not None else not req.training) else 0.0,
         "rc_full": 1.0 if rc == "full" else 0.0, "rc_selective": 1.0 if rc == "selective" else 0.0,
         "flash": 1.0 if req.flash else 0.0, "seq_parallel": 1.0 if sp else 0.0,
