@@ -10,19 +10,19 @@ from gpumatch.cli.common import Format, FormatOption, emit
 from gpumatch.errors import GpumatchError
 from gpumatch.report.render import key_values, to_csv, to_json, to_table
 
-HELP = """Environment and preflight checks of this machine's GPUs (works without a GPU too).
-
-Checks: PCIe link under load, power limit (capped card, missing power cable), application/locked clocks,
-ECC and row remapping, MIG and persistence, foreign processes, temperature headroom, driver vs CUDA vs the
-torch build (is this card in torch's arch list), and PSU headroom (1.5x rule) with --psu-w.
-
-Exit code: 0 when nothing fails (warnings allowed; also on a machine with no GPU), 1 when a check fails.
-
-Examples:
-  gpumatch doctor
-  gpumatch doctor --psu-w 1600 --other-w 300
-  gpumatch doctor --format json > env.json
-"""
+HELP = (
+    "Environment and preflight checks of this machine's GPUs (works without a GPU too).\n\n"
+    'Checks: PCIe link under load, power limit (capped card, missing power cable), application/locked '
+    'clocks, ECC and row remapping, MIG and persistence, foreign processes, temperature headroom, driver '
+    "vs CUDA vs the torch build (is this card in torch's arch list), and PSU headroom (1.5x rule) with "
+    '--psu-w.\n\n'
+    'Exit code: 0 when nothing fails (warnings allowed; also on a machine with no GPU), 1 when a check '
+    'fails.\n\n'
+    'Examples:\n'
+    '  gpumatch doctor\n'
+    '  gpumatch doctor --psu-w 1600 --other-w 300\n'
+    '  gpumatch doctor --format json > env.json'
+)
 
 _CHECK_COLUMNS = ["check", "gpu", "verdict", "detail", "hint"]
 
@@ -35,10 +35,15 @@ def doctor(
     torch_probe: bool = typer.Option(True, "--torch/--no-torch", help="Probe the torch build in a subprocess."),
     fmt: Format = FormatOption,
 ) -> None:
+    import sys
+
     from gpumatch.telemetry.doctor import run_doctor
     from gpumatch.units import parse_power
 
-    report = run_doctor(psu_w=parse_power(psu_w) if psu_w else None, other_load_w=parse_power(other_w),
+    psu, other = (parse_power(psu_w) if psu_w else None), parse_power(other_w)
+    if torch_probe or pcie_load:
+        sys.stderr.write("gpumatch: reading NVML, probing torch and the PCIe link under load (a few seconds)...\n")
+    report = run_doctor(psu_w=psu, other_load_w=other,
                         pcie_load=pcie_load, torch_probe=torch_probe)
     rows = [{"check": c.name, "gpu": "" if c.gpu_index is None else c.gpu_index, "verdict": c.verdict,
              "detail": c.detail, "hint": c.hint} for c in report.checks]

@@ -12,21 +12,19 @@ from gpumatch.cli.common import Format, FormatOption, emit
 from gpumatch.errors import GpumatchError
 from gpumatch.report.render import to_csv, to_json, to_table
 
-HELP = """Sample GPU telemetry while a command runs (or until Ctrl-C); print a summary and a verdict per GPU.
-
-Samples power (instant and 1-s average), SM/memory clocks, clock-event reasons, temperatures, memory,
-utilization at 1/INTERVAL Hz, GPM SM/tensor/DRAM activity once a second where supported, and energy,
-violation, ECC, PCIe-replay and remap counters at the start and the end. Exits with the command's exit
-code. The run, its samples and its verdict go to the results store unless --no-store.
-
-Without a GPU, --replay TRACE.csv replays a recorded trace through the same analysis.
-
-Examples:
-  gpumatch monitor -- python train.py --epochs 1
-  gpumatch monitor --interval 0.05 --output run.csv -- ./bench.sh
-  gpumatch monitor                      # until Ctrl-C
-  gpumatch monitor --replay tests/data/traces/h200-2026-12-02-gemm-bf16.csv
-"""
+HELP = (
+    'Sample GPU telemetry while a command runs (or until Ctrl-C); print a summary and a verdict per GPU.\n\n'
+    'Samples power (instant and 1-s average), SM/memory clocks, clock-event reasons, temperatures, '
+    'memory, utilization at 1/INTERVAL Hz, GPM SM/tensor/DRAM activity once a second where supported, and'
+    ' energy, violation, ECC, PCIe-replay and remap counters at the start and the end. Exits with the '
+    "command's exit code. The run, its samples and its verdict go to the results store unless --no-store.\n\n"
+    'Without a GPU, --replay TRACE.csv replays a recorded trace through the same analysis.\n\n'
+    'Examples:\n'
+    '  gpumatch monitor -- python train.py --epochs 1\n'
+    '  gpumatch monitor --interval 0.05 --output run.csv -- ./bench.sh\n'
+    '  gpumatch monitor                      # until Ctrl-C\n'
+    '  gpumatch monitor --replay tests/data/traces/h200-2026-12-02-gemm-bf16.csv'
+)
 
 class CommandExit(GpumatchError):
     """The monitored command failed: gpumatch exits with the command's own exit code."""
