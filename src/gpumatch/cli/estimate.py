@@ -45,6 +45,9 @@ def _table_view(d: dict[str, Any]) -> dict[str, Any]:
     if d.get("price"):
         p = d["price"]
         view["price"] = f"{p['kind']} ${p['usd_per_gpu_hour']:.2f}/GPU-h ({p['provider']}, {p['date']})"
+    if d.get("uncertainty"):
+        u = d["uncertainty"]
+        view["uncertainty"] = f"±{u['time_fraction'] * 100:.0f}% on times ({u['basis']})"
     view["basis"] = d["basis"]
     for i, w in enumerate(d["warnings"]):
         view[f"warning {i + 1}"] = w

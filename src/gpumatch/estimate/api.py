@@ -112,6 +112,7 @@ def estimate(
     metrics = {k: float(v) for k, v in out.items()}
     price, usd_h, usd_m = _price(spec, metrics)
     metrics["usd_per_hour"], metrics["usd_per_million_tokens"] = usd_h, usd_m
+    metrics["uncertainty_fraction"], why = cal.time_uncertainty(spec.name)
     metrics["power_idle_w"] = spec.tdp_w * cal.idle_power_fraction
     metrics["power_peak_w"] = spec.tdp_w
     if run_tokens is not None:
@@ -144,6 +145,7 @@ def estimate(
         bound=BOUNDS[int(out["bound_index"])],
         price=price,
         warnings=warnings,
+        uncertainty_basis=why,
     )
 
 

@@ -89,6 +89,7 @@ class Estimate:
     bound: str
     price: PriceBasis | None = None
     warnings: tuple[str, ...] = field(default=())
+    uncertainty_basis: str = ""
 
     @property
     def fits(self) -> bool:
@@ -126,6 +127,14 @@ class Estimate:
                   "usd_per_run"):
             if k in self.metrics:
                 d[k] = _clean(self.metrics[k])
+        u = self.metrics.get("uncertainty_fraction")
+        if u is not None:
+            timed = [k for k in ("prefill_s", "ttft_s", "tpot_s", "step_s") if k in keys]
+            d["uncertainty"] = {
+                "time_fraction": u,
+                "basis": self.uncertainty_basis,
+                "ranges": {k: [self.metrics[k] * (1 - u), self.metrics[k] * (1 + u)] for k in timed},
+            }
         d["price"] = None if self.price is None else dict(self.price.__dict__)
         d["warnings"] = list(self.warnings)
         return d

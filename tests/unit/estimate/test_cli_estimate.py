@@ -26,6 +26,8 @@ def test_infer_contract(capsys: pytest.CaptureFixture[str]) -> None:
         assert k in d
     assert d["fits"] is True and d["basis"] == "assumed"
     assert d["decode_tokens_per_s"] == pytest.approx(4 / d["tpot_s"])
+    lo, hi = d["uncertainty"]["ranges"]["tpot_s"]
+    assert lo < d["tpot_s"] < hi
 
 
 def test_train_contract_and_master_weights(capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,6 +51,10 @@ def test_calibration_from_dict_roundtrip_and_errors() -> None:
         Calibration.from_dict({"gemm_efficiency_max": "high"})
     with pytest.raises(InputError):
         Calibration.from_dict({"basis": "guessed"})
+    with pytest.raises(InputError):
+        Calibration.from_dict({"fitted_on": "H200"})
+    assert Calibration.from_dict({"fitted_on": ["L4"]}).time_uncertainty("L4")[0] == Calibration().fitted_error_fraction
+    assert Calibration().time_uncertainty("L4")[0] == Calibration().extrapolated_error_fraction
 
 
 def test_efficiency_curves_saturate() -> None:
