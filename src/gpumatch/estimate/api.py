@@ -15,6 +15,7 @@ import numpy as np
 
 from gpumatch.catalog import GpuSpec, get_gpu
 from gpumatch.errors import InputError
+from gpumatch.estimate._num import Num
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
 from gpumatch.estimate.inputs import model_nums
@@ -118,7 +119,7 @@ def estimate(
     if run_tokens is not None:
         if run_tokens <= 0:
             raise InputError(f"run tokens must be positive, got {run_tokens}")
-        metrics.update(run_metrics(run_tokens, metrics))
+        metrics.update({k: float(v) for k, v in run_metrics(run_tokens, metrics).items()})
     mem = MemoryEstimate({k: metrics[k] for k in _MEMORY_ITEMS})
     if not mem.fits:
         over = -mem.margin_bytes / 2**30
@@ -149,15 +150,19 @@ def estimate(
     )
 
 
-def run_metrics(run_tokens: float, metrics: dict[str, float]) -> dict[str, float]:
-    """Hours, energy (kWh: facility and GPU-only) and dollars of a run of ``run_tokens`` useful tokens."""
-    run_s = run_tokens / metrics["useful_tokens_per_s"]
+def run_metrics(run_tokens: Num, out: dict[str, Num], usd_per_hour_key: str = "usd_per_hour") -> dict[str, Num]:
+    """Hours, energy (kWh: facility and GPU-only) and dollars of a run of ``run_tokens`` useful tokens.
+
+    ``out`` is an estimate's metrics or :func:`evaluate`'s dict of arrays (then pass
+    ``usd_per_hour_key="usd_per_hour_cloud"`` or ``"usd_per_hour_owned"``).
+    """
+    run_s = run_tokens / out["useful_tokens_per_s"]
     return {
         "run_tokens": run_tokens,
         "run_hours": run_s / 3600.0,
-        "energy_kwh_per_run": metrics["facility_power_w"] * run_s / 3.6e6,
-        "gpu_energy_kwh_per_run": metrics["power_w"] * metrics["count"] * run_s / 3.6e6,
-        "usd_per_run": metrics["usd_per_hour"] * run_s / 3600.0,
+        "energy_kwh_per_run": out["facility_power_w"] * run_s / 3.6e6,
+        "gpu_energy_kwh_per_run": out["power_w"] * out["count"] * run_s / 3.6e6,
+        "usd_per_run": out[usd_per_hour_key] * run_s / 3600.0,
     }
 
 
