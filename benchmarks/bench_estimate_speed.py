@@ -84,6 +84,17 @@ def main() -> dict[str, float]:
         res[f"vector_{name}_candidates"] = n
         res[f"vector_{name}_call_s"] = t
         res[f"vector_{name}_candidates_per_s"] = n / t
+
+    small = 1000  # the same path in calls of 1,000 configurations (e.g. one SKU's layouts at a time)
+    sub = {k: v[:small] for k, v in cols.items()}
+    sub_prec = Choice(prec.names, prec.codes[:small])
+    sub_rc = Choice(rc.names, rc.codes[:small])
+
+    def vector_small() -> None:
+        case = candidate_case(arch, table, "train", precision=sub_prec, recompute=sub_rc, seq=4096.0, **sub)
+        evaluate("train", m, case)
+
+    res["vector_train_1000_per_call_candidates_per_s"] = small * rate(vector_small, 1.0)
     return res
 
 
