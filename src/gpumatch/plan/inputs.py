@@ -1,0 +1,142 @@
+"""What the planner plans for: a :class:`PlanRequest`, built from a workload file or from CLI flags.
+
+The planner needs more than one estimate's options: the global batch (training) or the requests in flight
+(serving), the targets, the limits on GPUs, power and money, the role weights and the GPU allow/deny lists.
+:func:`from_workload` maps a resolved :class:`gpumatch.workload.Workload`; the CLI builds one from flags.
+
+Mapping choices (and why):
+- task ``dev`` is planned as single-stream inference (the estimator has no "dev" task; a development box
+  must above all load and run the model);
+- inference batch = ``max(batch_size, concurrency)``: sequences in flight are what the KV cache and the
+  decode step see, whichever field the file used;
+- a training ``micro_batch_size`` in the file fixes the micro-batch; absent, the planner tries 1, 2, 4, 8.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpumatch.estimate import Site
+from gpumatch.models.arch import ModelArch
+from gpumatch.workload import Workload
+
+DEFAULT_MAX_GPUS = 64
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One planning question, SI units. ``batch``: global batch in sequences (training) or sequences in
+    flight (inference). ``micro_batch``: fixed per-GPU micro-batch (training), None = let the planner choose.
+    Targets are None when not set; ``usd_per_gpu_hour`` overrides catalog cloud quotes by canonical GPU name.
+    """
+
+    task: str
+    model: ModelArch
+    name: str = "plan"
+    precision: str = "bf16"
+    kv_precision: str | None = None
+    batch: int = 1
+    micro_batch: int | None = None
+    seq: int = 4096
+    prompt: int = 1024
+    gen: int = 256
+    lora_rank: int = 16
+    optimizer: str = "adamw"
+    master_weights: str = "fp32"
+    ttft_p50_s: float | None = None
+    ttft_p99_s: float | None = None
+    tpot_p50_s: float | None = None
+    tpot_p99_s: float | None = None
+    tokens_per_s: float | None = None
+    train_tokens: float | None = None
+    deadline_s: float | None = None
+    max_gpus: int = DEFAULT_MAX_GPUS
+    gpus_per_node: int = 8
+    w_per_node: float | None = None
+    psu_w: float | None = None
+    cooling: str = "air"
+    budget_usd: float | None = None
+    usd_per_gpu_hour: dict[str, float] = field(default_factory=dict)
+    utilization: float = 0.6
+    site: Site = field(default_factory=Site)
+    role_weights: dict[str, dict[str, float]] = field(default_factory=dict)
+    gpus_allow: tuple[str, ...] = ()
+    gpus_deny: tuple[str, ...] = ()
+    dev: bool = False
+
+    @property
+    def training(self) -> bool:
+        return self.task in ("train", "finetune", "lora", "qlora")
+
+    @property
+    def full_training(self) -> bool:
+        return self.task in ("train", "finetune")
+
+    @property
+    def required_tokens_per_s(self) -> float | None:
+        """Throughput the targets imply: ``tokens_per_s``, or ``train_tokens / deadline_s`` (the larger)."""
+        need = [v for v in (self.tokens_per_s,) if v]
+        if self.train_tokens and self.deadline_s:
+            need.append(self.train_tokens / self.deadline_s)
+        return max(need) if need else None
+
+    @property
+    def desk_side(self) -> bool:
+        """A desk-side box: a PSU rating is given and at most 4 GPUs share a node (assumed signal)."""
+        return self.psu_w is not None and self.gpus_per_node <= 4
+
+    @property
+    def always_on(self) -> bool:
+        """A 24x7 service: serving at 70 % or more utilization (the seed's "7x24小时高负载")."""
+        return self.task == "serve" and self.utilization >= 0.7
+
+
+def _site(wl: Workload) -> Site:
+    m = wl.money
+    return Site(pue=m.pue, electricity_usd_per_kwh=m.electricity_usd_per_kwh, lifetime_years=m.lifetime_years,
+                duty_fraction=m.utilization)
+
+
+def from_workload(wl: Workload) -> PlanRequest:
+    """The planning question a resolved workload asks (module docstring has the mapping)."""
+    s, t, p = wl.shape, wl.targets, wl.precision
+    optimizer = {"adamw": "adamw", "adamw8bit": "adamw-8bit", "sgd": "sgd"}.get(wl.optimizer or "adamw", "adamw")
+    if p.optimizer == "int8":
+        optimizer = "adamw-8bit"
+    training = wl.is_training
+    weights = p.weights if wl.task != "qlora" else "bf16"
+    return PlanRequest(
+        task="infer" if wl.task == "dev" else wl.task,
+        model=wl.model,
+        name=wl.name,
+        precision=weights,
+        kv_precision=None if training or p.kv_cache == p.compute else p.kv_cache,
+        batch=s.batch_size if training else max(s.batch_size, s.concurrency),
+        micro_batch=s.micro_batch_size,
+        seq=s.sequence_length,
+        prompt=s.prompt_tokens,
+        gen=max(1, s.output_tokens),
+        lora_rank=s.lora_rank or 16,
+        optimizer=optimizer,
+        master_weights=p.master_weights or "fp32",
+        ttft_p50_s=t.ttft_p50_s,
+        ttft_p99_s=t.ttft_p99_s,
+        tpot_p50_s=t.tpot_p50_s,
+        tpot_p99_s=t.tpot_p99_s,
+        tokens_per_s=t.tokens_per_s,
+        train_tokens=t.train_tokens,
+        deadline_s=t.deadline_s,
+        max_gpus=wl.limits.max_gpus_effective or DEFAULT_MAX_GPUS,
+        gpus_per_node=wl.limits.gpus_per_node,
+        w_per_node=wl.power.w_per_node,
+        psu_w=wl.power.psu_w,
+        cooling=wl.power.cooling,
+        budget_usd=wl.money.purchase_budget_usd,
+        usd_per_gpu_hour=dict(wl.money.usd_per_gpu_hour),
+        utilization=wl.money.utilization,
+        site=_site(wl),
+        role_weights={k: dict(v) for k, v in wl.role_weights.items()},
+        gpus_allow=wl.gpus_allow,
+        gpus_deny=wl.gpus_deny,
+        dev=wl.task == "dev",
+    )

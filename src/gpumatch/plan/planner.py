@@ -1,0 +1,305 @@
+"""``plan(workload or request) -> Plan``: the shortlist by role, the rejected candidates and their reasons.
+
+Order of work (the seed's order of decision): enumerate every SKU × count × layout × mitigation × micro-batch;
+reject on structure, precision support, power, cooling and money without estimating; estimate memory for the
+rest and reject what does not fit (with the margin); estimate time, power and cost for what fits and reject
+what misses the targets; score the survivors per role and keep the best configuration per GPU model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from gpumatch.catalog import GpuSpec, load_catalog
+from gpumatch.estimate import BOUNDS, DEFAULT_CALIBRATION, Calibration
+from gpumatch.estimate.candidates import GpuTable, gpu_table
+from gpumatch.estimate.precision import WEIGHT_PRECISIONS
+from gpumatch.estimate.setup import SCALEUP_DOMAIN
+from gpumatch.plan import explain, metrics, rules
+from gpumatch.plan.candidates import CandidateSet, Mitigation, enumerate_candidates
+from gpumatch.plan.inputs import PlanRequest, from_workload
+from gpumatch.plan.roles import Role, applicable, ecosystem, mitigation_risk, reliability, score, term_values
+from gpumatch.workload import Workload
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A plan: ``shortlist`` role -> ranked entries; ``rejected`` groups (gpu, count, reason, ...)."""
+
+    request: dict[str, Any]
+    roles: dict[str, str]
+    shortlist: dict[str, list[dict[str, Any]]]
+    rejected: list[dict[str, Any]]
+    candidates_evaluated: int
+    candidates_estimated: int
+    feasible: int
+    elapsed_s: float
+    basis: str
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON contract of ``gpumatch plan --format json`` (issue 5) plus request, roles and counts."""
+        return {
+            "request": self.request,
+            "roles": dict(self.roles),
+            "shortlist": {k: list(v) for k, v in self.shortlist.items()},
+            "rejected": list(self.rejected),
+            "candidates_evaluated": self.candidates_evaluated,
+            "candidates_estimated": self.candidates_estimated,
+            "feasible": self.feasible,
+            "elapsed_s": self.elapsed_s,
+            "basis": self.basis,
+            "notes": list(self.notes),
+        }
+
+
+def plan(
+    what: Workload | PlanRequest,
+    *,
+    top: int = 3,
+    roles: Sequence[str] | None = None,
+    gpus: Sequence[GpuSpec] | None = None,
+    calibration: Calibration | None = None,
+    margin: float = rules.DEFAULT_MEMORY_MARGIN,
+) -> Plan:
+    """Plan ``what``. ``roles`` limits the roles shown; ``gpus`` replaces the catalog; ``margin`` is the fraction
+    of GPU memory kept free. The library neither prints nor exits; errors are :class:`GpumatchError`."""
+    t0 = time.perf_counter()
+    req = what if isinstance(what, PlanRequest) else from_workload(what)
+    cal = calibration or DEFAULT_CALIBRATION
+    specs = tuple(gpus) if gpus is not None else load_catalog().gpus
+    table = _table(specs)
+    domain = np.array([SCALEUP_DOMAIN.get(g.scale_up, 1.0) for g in specs])
+    facts = rules.gpu_facts(req, specs, domain)
+    prices = _prices(req, specs, table)
+    cs = enumerate_candidates(req, len(specs))
+    code = rules.structural(req, facts, cs, _supported(cs, table))
+    est: dict[str, FloatArray] = {"total_bytes": np.full(len(cs), np.nan), "capacity_bytes": np.full(len(cs), np.nan)}
+    idx = np.flatnonzero(code == 0)
+    mem = metrics.memory(req, table, cs.take(idx), prices, cal)
+    for k, v in mem.items():
+        est[k][idx] = v
+    code[idx] = rules.measured(req, cs.take(idx), mem, margin)
+    fit = idx[code[idx] == 0]
+    perf = metrics.performance(req, table, cs.take(fit), prices, req.site, cal)
+    perf["ttft_p50_s"] = rules.ttft_s(perf, cs.take(fit))[0] if not req.training else np.full(fit.size, np.nan)
+    code[fit] = rules.measured(req, cs.take(fit), perf, margin)
+    ok = code[fit] == 0
+    feasible, fperf = fit[ok], {k: v[ok] for k, v in perf.items()}
+    chosen = _roles(req, roles)
+    shortlist = {r.name: _rank(req, r, facts, cs, feasible, fperf, top) for r in chosen}
+    failed = {**{k: np.full(len(cs), np.nan) for k in perf}, **est}
+    for k, v in perf.items():
+        failed[k][fit] = v
+    rejected = _rejected(req, facts, cs, code, failed, margin)
+    return Plan(
+        request=_request_dict(req),
+        roles={r.name: r.title for r in chosen},
+        shortlist=shortlist,
+        rejected=rejected,
+        candidates_evaluated=len(cs),
+        candidates_estimated=int(idx.size),
+        feasible=int(feasible.size),
+        elapsed_s=time.perf_counter() - t0,
+        basis=cal.basis,
+        notes=_notes(req, shortlist, chosen),
+    )
+
+
+_TABLES: dict[tuple[str, ...], GpuTable] = {}
+
+
+def _table(specs: tuple[GpuSpec, ...]) -> GpuTable:
+    key = tuple(f"{g.name}|{g.origin}" for g in specs)
+    if key not in _TABLES or _TABLES[key].specs != specs:
+        _TABLES[key] = gpu_table(specs)
+    return _TABLES[key]
+
+
+def _prices(req: PlanRequest, specs: tuple[GpuSpec, ...], table: GpuTable) -> FloatArray:
+    """Cloud $/GPU-hour per GPU: the workload's override, else the catalog's newest quote (NaN = none)."""
+    base = np.asarray(table.fields["usd_per_gpu_hour"], dtype=float).copy()
+    for i, g in enumerate(specs):
+        if g.name in req.usd_per_gpu_hour:
+            base[i] = req.usd_per_gpu_hour[g.name]
+    return base
+
+
+def _supported(cs: CandidateSet, table: GpuTable) -> npt.NDArray[np.bool_]:
+    """The GPU has a compute path for the candidate's weight precision (QLoRA's NF4 runs at the 16-bit peak)."""
+    names = [("nf4" if m.qlora else m.precision) for m in cs.mitigations]
+    peaks = np.stack([table.peaks[p] for p in WEIGHT_PRECISIONS])
+    codes = np.array([WEIGHT_PRECISIONS.index(p) for p in names])
+    out: npt.NDArray[np.bool_] = np.isfinite(peaks[codes[cs.mit], cs.gpu])
+    return out
+
+
+def _roles(req: PlanRequest, only: Sequence[str] | None) -> tuple[Role, ...]:
+    from gpumatch.errors import InputError
+
+    chosen = applicable(req)
+    if only:
+        names = {r.name for r in chosen}
+        bad = [r for r in only if r not in names]
+        if bad:
+            raise InputError(f"role {bad[0]!r} does not apply to task {req.task!r}",
+                             f"use one of {', '.join(sorted(names))}")
+        chosen = tuple(r for r in chosen if r.name in only)
+    return chosen
+
+
+def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet, feasible: npt.NDArray[np.intp],
+          perf: dict[str, FloatArray], top: int) -> list[dict[str, Any]]:
+    """Score the role's pool and keep the best configuration of each GPU model, best first."""
+    sub = cs.take(feasible)
+    pool = np.flatnonzero(role.admits(req, sub.count, facts.tdp_w[sub.gpu]))
+    if not pool.size:
+        return []
+    pm = {k: v[pool] for k, v in perf.items()}
+    pm["latency_s"] = _latency(req, pm)
+    rel = np.array([reliability(g) for g in facts.specs])[sub.gpu[pool]]
+    eco = np.array([ecosystem(g) for g in facts.specs])[sub.gpu[pool]]
+    terms = term_values(pm, rel, eco)
+    risk = np.array([mitigation_risk(req, m.precision, m.kv_precision, m.qlora) for m in sub.mitigations])
+    s = score(role.weights, terms) * (1.0 - np.minimum(role.risk_scale * risk[sub.mit[pool]], 0.9))
+    order = np.lexsort((sub.count[pool], -np.round(s, 9)))
+    seen: set[int] = set()
+    entries: list[dict[str, Any]] = []
+    for j in order:
+        g = int(sub.gpu[pool[j]])
+        if g in seen:
+            continue
+        seen.add(g)
+        entries.append(_entry(req, facts, sub, int(pool[j]), pm, int(j), s, terms))
+        if len(entries) > top:
+            break
+    for k, e in enumerate(entries[:top]):
+        e["why"] = explain.why(e, k + 1, req)
+        e["flip"] = (explain.flip(e, entries[k + 1], role.weights) if k + 1 < len(entries) else "no runner-up")
+        e["experiments"] = explain.experiments(e, req)
+    return entries[:top]
+
+
+def _latency(req: PlanRequest, pm: dict[str, FloatArray]) -> FloatArray:
+    """Time to a result: one request's TTFT + gen × TPOT (inference), hours to the token target (training)."""
+    if not req.training:
+        out: FloatArray = pm["ttft_p50_s"] + req.gen * pm["tpot_s"]
+        return out
+    tokens = req.train_tokens or 1e9
+    latency: FloatArray = tokens / pm["tokens_per_s"]
+    return latency
+
+
+def _entry(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, i: int, pm: dict[str, FloatArray], j: int,
+           s: FloatArray, terms: dict[str, FloatArray]) -> dict[str, Any]:
+    """One shortlist entry (candidate ``i`` of ``cs``; its metrics at ``j`` of ``pm``)."""
+    g = facts.specs[int(cs.gpu[i])]
+    mit = cs.mitigations[int(cs.mit[i])]
+    layout: dict[str, Any] = {"tp": int(cs.tp[i]), "pp": int(cs.pp[i])}
+    if req.training:
+        layout.update(dp=int(cs.dp[i]), zero=int(cs.zero[i]), micro_batch=int(cs.micro[i]),
+                      grad_accum=int(cs.accum[i]))
+    else:
+        layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.micro[i]))
+    est: dict[str, Any] = {k: _f(v[j]) for k, v in pm.items() if k != "bound_index"}
+    est["bound"] = BOUNDS[int(pm["bound_index"][j])]
+    one = cs.take(np.array([i]))
+    one_est = {k: np.array([v[j]]) for k, v in pm.items()}
+    entry: dict[str, Any] = {
+        "gpu": g.name, "count": int(cs.count[i]), "layout": layout,
+        "layout_text": explain.layout_text(layout, req.training),
+        "mitigations": list(mit.labels(req)), "score": round(float(s[j]), 2),
+        "terms": {t: round(float(v[j]), 4) for t, v in terms.items()},
+        "estimate": est, "bound": est["bound"],
+        "headroom_fraction": 1.0 - float(pm["total_bytes"][j] / pm["capacity_bytes"][j]),
+        "flags": rules.flags(req, facts, one, 0, one_est),
+        "cost": explain.cost_text(est, req),
+    }
+    return entry
+
+
+def _f(v: Any) -> float | None:
+    x = float(v)
+    return x if np.isfinite(x) else None
+
+
+def _rejected(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, code: npt.NDArray[np.int64],
+              est: dict[str, FloatArray], margin: float) -> list[dict[str, Any]]:
+    """One row per (GPU, count, reason, mitigation set), with the closest-to-passing example and how many
+    configurations it stands for. GPUs excluded by the workload get one row each."""
+    bad = np.flatnonzero(code > 0)
+    if not bad.size:
+        return []
+    excluded = rules.CODE["excluded"]
+    names = sorted({_prec(m) for m in cs.mitigations})
+    mkey = np.array([names.index(_prec(m)) for m in cs.mitigations])[cs.mit[bad]]
+    cnt = np.where(code[bad] == excluded, 0, cs.count[bad])
+    keys = np.stack([cs.gpu[bad], cnt, code[bad], np.where(code[bad] == excluded, 0, mkey)], axis=1)
+    closeness = np.nan_to_num(est["total_bytes"][bad] / est["capacity_bytes"][bad], nan=np.inf)
+    order = np.lexsort((closeness, keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
+    keys, bad_sorted = keys[order], bad[order]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = np.any(keys[1:] != keys[:-1], axis=1)
+    starts = np.flatnonzero(first)
+    sizes = np.diff(np.append(starts, len(keys)))
+    rows = []
+    for st, size in zip(starts, sizes, strict=True):
+        i = int(bad_sorted[st])
+        c = int(code[i])
+        mit = cs.mitigations[int(cs.mit[i])]
+        rows.append({
+            "gpu": facts.specs[int(cs.gpu[i])].name,
+            "count": None if c == excluded else int(cs.count[i]),
+            "reason": rules.describe(c, req, facts, cs, i, est, margin),
+            "rule": rules.RULES[c][0],
+            "rule_title": rules.RULES[c][1],
+            "precision": _prec(mit),
+            "example": None if c == excluded else _example(req, cs, i),
+            "configurations": int(size),
+        })
+    return rows
+
+
+def _prec(m: Mitigation) -> str:
+    return "nf4 (QLoRA)" if m.qlora else m.precision
+
+
+def _example(req: PlanRequest, cs: CandidateSet, i: int) -> str:
+    mit = cs.mitigations[int(cs.mit[i])]
+    layout: dict[str, Any] = {"tp": int(cs.tp[i]), "pp": int(cs.pp[i])}
+    if req.training:
+        layout.update(dp=int(cs.dp[i]), zero=int(cs.zero[i]), micro_batch=int(cs.micro[i]),
+                      grad_accum=int(cs.accum[i]))
+    else:
+        layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.micro[i]))
+    text = explain.layout_text(layout, req.training)
+    labels = mit.labels(req)
+    return text + (f" + {', '.join(labels)}" if labels else "")
+
+
+def _request_dict(req: PlanRequest) -> dict[str, Any]:
+    d: dict[str, Any] = {k: getattr(req, k) for k in (
+        "name", "task", "precision", "kv_precision", "batch", "micro_batch", "seq", "prompt", "gen", "max_gpus",
+        "gpus_per_node", "w_per_node", "psu_w", "cooling", "budget_usd", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
+        "tpot_p99_s", "tokens_per_s", "train_tokens", "deadline_s")}
+    d["model"] = req.model.name
+    d["dev"] = req.dev
+    return d
+
+
+def _notes(req: PlanRequest, shortlist: dict[str, list[dict[str, Any]]], chosen: tuple[Role, ...]) -> tuple[str, ...]:
+    out = []
+    for r in chosen:
+        if not shortlist.get(r.name):
+            out.append(f"no feasible candidate for the {r.title} role: see the rejected configurations")
+    if req.task == "infer" and req.dev:
+        out.append("task 'dev' is planned as single-stream inference of the model (load, run, profile)")
+    return tuple(out)
