@@ -103,10 +103,10 @@ def layouts(req: PlanRequest) -> list[tuple[int, int, int, int, int, int, int]]:
     out: list[tuple[int, int, int, int, int, int, int]] = []
     gpn = req.gpus_per_node
     for n in gpu_counts(req.max_gpus, gpn):
-        for tp in TP_DEGREES:
+        for tp in TP_DEGREES if req.tp is None else (req.tp,):
             if n % tp or tp > min(n, gpn) or gpn % tp:
                 continue
-            for pp in PP_DEGREES:
+            for pp in PP_DEGREES if req.pp is None else (req.pp,):
                 if (n // tp) % pp:
                     continue
                 dp = n // (tp * pp)

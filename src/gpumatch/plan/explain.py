@@ -95,9 +95,10 @@ def experiments(entry: dict[str, Any], req: PlanRequest) -> list[str]:
                        + f": tokens/s per added GPU against the predicted {est['scaling_efficiency']:.0%} efficiency")
     else:
         b = lay["sequences_per_replica"]
-        out.append(f"decode ladder: batch 1, {max(1, b // 2)}, {b}, {2 * b} at context {req.prompt}-"
+        ladder = ", ".join(str(x) for x in sorted({1, max(1, b // 2), b, 2 * b}))
+        out.append(f"decode ladder: batch {ladder} at context {req.prompt}-"
                    f"{req.prompt + req.gen}; TPOT against the predicted {est['tpot_s'] * 1e3:.1f} ms")
-        out.append(f"prefill: batch 1 and {b} at {req.prompt} tokens; TTFT against the predicted "
+        out.append(f"prefill: batch {'1' if b == 1 else f'1 and {b}'} at {req.prompt} tokens; TTFT against the predicted "
                    f"{est['prefill_s'] * 1e3:.0f} ms for the whole batch")
     out.append("GEMM and HBM-bandwidth microbenchmarks at the precision used (achieved vs datasheet peak)")
     if n > 1:

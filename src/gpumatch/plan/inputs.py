@@ -14,8 +14,10 @@ Mapping choices (and why):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from gpumatch.errors import InputError
 from gpumatch.estimate import Site
 from gpumatch.models.arch import ModelArch
 from gpumatch.workload import Workload
@@ -28,6 +30,7 @@ class PlanRequest:
     """One planning question, SI units. ``batch``: global batch in sequences (training) or sequences in
     flight (inference). ``micro_batch``: fixed per-GPU micro-batch (training), None = let the planner choose.
     Targets are None when not set; ``usd_per_gpu_hour`` overrides catalog cloud quotes by canonical GPU name.
+    ``tp``/``pp`` pin the tensor/pipeline degree (None = the planner tries them all).
     """
 
     task: str
@@ -63,6 +66,8 @@ class PlanRequest:
     gpus_allow: tuple[str, ...] = ()
     gpus_deny: tuple[str, ...] = ()
     dev: bool = False
+    tp: int | None = None
+    pp: int | None = None
 
     @property
     def training(self) -> bool:
@@ -140,3 +145,44 @@ def from_workload(wl: Workload) -> PlanRequest:
         gpus_deny=wl.gpus_deny,
         dev=wl.task == "dev",
     )
+
+
+_TASKS = ("infer", "serve", "dev", "train", "finetune", "lora", "qlora")
+_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+_POSITIVE = ("batch", "micro_batch", "seq", "prompt", "gen", "max_gpus", "gpus_per_node", "tp", "pp", "lora_rank")
+
+
+def with_options(base: PlanRequest | None, model: ModelArch | None, **options: Any) -> PlanRequest:
+    """A request from CLI-style options, on top of ``base`` (a workload's request) when given.
+
+    Options are the :class:`PlanRequest` field names; None values are ignored. ``task`` may be ``dev``.
+    Raises :class:`InputError` (one line, what to do) for unknown tasks/precisions and non-positive sizes.
+    """
+    opts = {k: v for k, v in options.items() if v is not None}
+    unknown = set(opts) - set(PlanRequest.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"unknown plan option(s): {', '.join(sorted(unknown))}")
+    task = opts.pop("task", None)
+    if task is not None:
+        if task not in _TASKS:
+            raise InputError(f"unknown task {task!r}", f"use one of {', '.join(_TASKS)}")
+        opts["dev"] = task == "dev"
+        opts["task"] = "infer" if task == "dev" else task
+    for name in ("precision", "kv_precision"):
+        if name in opts and opts[name] not in _PRECISIONS:
+            raise InputError(f"unknown {name.replace('_', ' ')} {opts[name]!r}", f"use one of {', '.join(_PRECISIONS)}")
+    for name in _POSITIVE:
+        if name in opts and opts[name] < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {opts[name]}")
+    if base is None:
+        if model is None:
+            raise InputError("a model is needed: give a workload file or --model", "see 'gpumatch plan --help'")
+        opts.setdefault("task", "infer")
+        req = PlanRequest(model=model, **opts)
+    else:
+        req = replace(base, **opts) if model is None else replace(base, model=model, **opts)
+    if req.training and req.dev:
+        raise InputError("task 'dev' plans inference; it cannot be combined with training options")
+    if req.micro_batch and req.micro_batch > req.batch and req.training:
+        raise InputError(f"--micro-batch {req.micro_batch} exceeds the global --batch {req.batch}")
+    return req

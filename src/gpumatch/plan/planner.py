@@ -264,8 +264,16 @@ def _rejected(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, code: n
             "precision": _prec(mit),
             "example": None if c == excluded else _example(req, cs, i),
             "configurations": int(size),
+            "shortfall_bytes": _shortfall(c, est, i, margin),
         })
     return rows
+
+
+def _shortfall(code: int, est: dict[str, FloatArray], i: int, margin: float) -> float | None:
+    """Bytes per GPU beyond the usable memory (capacity less the margin), for memory rejections."""
+    if rules.RULES[code][0] != "memory":
+        return None
+    return float(est["total_bytes"][i] - est["capacity_bytes"][i] * (1.0 - margin))
 
 
 def _prec(m: Mitigation) -> str:

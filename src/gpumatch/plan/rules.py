@@ -164,8 +164,9 @@ def describe(code: int, req: PlanRequest, facts: GpuFacts, cs: CandidateSet, i: 
     if name == "excluded":
         return f"{g.name} is excluded by the workload's gpus.allow / gpus.deny lists"
     if name == "precision":
-        return (f"{g.name} ({g.architecture}, compute capability {g.compute_capability or 'n/a'}) has no "
-                f"{mit.precision.upper()} tensor path; FP8 needs Ada, Hopper or newer")
+        arch_text = g.architecture + (f", compute capability {g.compute_capability}" if g.compute_capability else "")
+        need = "; FP8 needs Ada (sm_89), Hopper (sm_90) or newer" if mit.precision == "fp8" else ""
+        return f"{g.name} ({arch_text}) has no {mit.precision.upper()} tensor path in the catalog{need}"
     if name == "heads":
         return (f"TP={tp} does not divide {a.name}'s {a.heads} attention heads and {a.kv_heads} KV heads; "
                 "use TP 1, 2, 4 or 8")
