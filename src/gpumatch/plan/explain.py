@@ -98,7 +98,8 @@ def experiments(entry: dict[str, Any], req: PlanRequest) -> list[str]:
         ladder = ", ".join(str(x) for x in sorted({1, max(1, b // 2), b, 2 * b}))
         out.append(f"decode ladder: batch {ladder} at context {req.prompt}-"
                    f"{req.prompt + req.gen}; TPOT against the predicted {est['tpot_s'] * 1e3:.1f} ms")
-        out.append(f"prefill: batch {'1' if b == 1 else f'1 and {b}'} at {req.prompt} tokens; TTFT against the predicted "
+        batches = "1" if b == 1 else f"1 and {b}"
+        out.append(f"prefill: batch {batches} at {req.prompt} tokens; TTFT against the predicted "
                    f"{est['prefill_s'] * 1e3:.0f} ms for the whole batch")
     out.append("GEMM and HBM-bandwidth microbenchmarks at the precision used (achieved vs datasheet peak)")
     if n > 1:
