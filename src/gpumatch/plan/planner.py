@@ -28,6 +28,8 @@ from gpumatch.plan.roles import Role, applicable, ecosystem, mitigation_risk, re
 from gpumatch.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
+PER_PRECISION_RULES = ("precision", "memory", "ttft", "tpot", "throughput", "deadline")
+"""Rules whose outcome depends on the precision: their rejected groups are split by it."""
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,8 @@ def _rejected(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, code: n
     names = sorted({_prec(m) for m in cs.mitigations})
     mkey = np.array([names.index(_prec(m)) for m in cs.mitigations])[cs.mit[bad]]
     cnt = np.where(code[bad] == excluded, 0, cs.count[bad])
-    keys = np.stack([cs.gpu[bad], cnt, code[bad], np.where(code[bad] == excluded, 0, mkey)], axis=1)
+    per_precision = np.isin(code[bad], [rules.CODE[c] for c in PER_PRECISION_RULES])
+    keys = np.stack([cs.gpu[bad], cnt, code[bad], np.where(per_precision, mkey, -1)], axis=1)
     closeness = np.nan_to_num(est["total_bytes"][bad] / est["capacity_bytes"][bad], nan=np.inf)
     order = np.lexsort((closeness, keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
     keys, bad_sorted = keys[order], bad[order]
@@ -261,7 +264,7 @@ def _rejected(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, code: n
             "reason": rules.describe(c, req, facts, cs, i, est, margin),
             "rule": rules.RULES[c][0],
             "rule_title": rules.RULES[c][1],
-            "precision": _prec(mit),
+            "precision": _prec(mit) if rules.RULES[c][0] in PER_PRECISION_RULES else "any",
             "example": None if c == excluded else _example(req, cs, i),
             "configurations": int(size),
             "shortfall_bytes": _shortfall(c, est, i, margin),

@@ -1,0 +1,151 @@
+"""The planner reasons as a senior engineer would on the seed's scenarios (issue 5's judged cases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpumatch.catalog import load_catalog
+from gpumatch.models import get_model
+from gpumatch.plan import PlanRequest, plan
+from gpumatch.plan.inputs import with_options
+from gpumatch.workload import load_workload
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+GIB = 2.0**30
+
+
+def _req(model: str, **kw: object) -> PlanRequest:
+    return with_options(None, get_model(model), **kw)
+
+
+def test_70b_fp16_serving_does_not_fit_one_80gb_card() -> None:
+    """Seed: 70B in FP16 is about 140 GB of weights; an 80 GB card cannot hold it (rejected with the shortfall)."""
+    p = plan(_req("llama-3.1-70b", task="serve", precision="fp16", batch=1, max_gpus=1))
+    cards = {g.name for g in load_catalog().gpus if 70 * GIB < g.memory_usable_bytes <= 80 * GIB}
+    assert "H100 SXM5 80GB" in cards
+    rows = [r for r in p.rejected if r["gpu"] in cards and r["count"] == 1 and r["precision"] == "fp16"]
+    assert {r["gpu"] for r in rows} == cards
+    for r in rows:
+        assert r["rule"] == "memory"
+        assert r["shortfall_bytes"] > 50 * GIB  # ~130 GiB needed, <= 80 GiB there
+        assert "short by" in r["reason"] and "GiB" in r["reason"]
+    for entries in p.shortlist.values():  # what survives on one 80 GB card was quantized
+        for e in entries:
+            if e["gpu"] in cards:
+                assert e["mitigations"], e
+
+
+def test_rtx_4090_pair_tensor_parallel_training_is_flagged_for_pcie() -> None:
+    req = _req("llama-3.1-8b", task="lora", batch=16, seq=2048, max_gpus=2, gpus_per_node=2, tp=2,
+               gpus_allow=("GeForce RTX 4090",))
+    p = plan(req)
+    entries = p.shortlist["single-node-training"]
+    assert entries and entries[0]["gpu"] == "GeForce RTX 4090" and entries[0]["count"] == 2
+    flag = " ".join(entries[0]["flags"])
+    assert "PCIe without peer-to-peer" in flag and "scaling efficiency" in flag
+    assert 0 < entries[0]["estimate"]["scaling_efficiency"] < 1
+
+
+def test_l4_wins_low_power_inference_of_a_small_model() -> None:
+    p = plan(load_workload(EXAMPLES / "lowpower-small-inference.toml"))
+    assert p.shortlist["low-power-inference"][0]["gpu"] == "L4"
+    # also without the example's 300 W budget: the role itself prefers the L4
+    p2 = plan(_req("llama-3.2-3b", task="serve", batch=8, prompt=512, gen=256, max_gpus=1))
+    assert p2.shortlist["low-power-inference"][0]["gpu"] == "L4"
+
+
+def test_405b_finetune_needs_multiple_nodes() -> None:
+    p = plan(_req("llama-3.1-405b", task="finetune", batch=256, seq=4096, max_gpus=64, gpus_per_node=8))
+    assert p.shortlist["single-node-training"] == []
+    cluster = p.shortlist["cluster-training"]
+    assert cluster and all(e["count"] > 8 for e in cluster)
+    one_node = [r for r in p.rejected if r["count"] is not None and r["count"] <= 8 and r["rule"] == "memory"]
+    assert {r["gpu"] for r in cluster} <= {r["gpu"] for r in one_node}
+
+
+def test_70b_finetune_example_reaches_the_deadline_and_excludes_consumer_cards() -> None:
+    p = plan(load_workload(EXAMPLES / "finetune-70b-cluster.toml"))
+    need = 2e9 / (7 * 86400)
+    for entries in p.shortlist.values():
+        for e in entries:
+            assert e["estimate"]["tokens_per_s"] >= need
+            assert not e["gpu"].startswith("GeForce")
+    assert {r["gpu"] for r in p.rejected if r["rule"] == "excluded"} == {
+        "GeForce RTX 3090", "GeForce RTX 4090", "GeForce RTX 5090"}
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_example_has_a_shortlist_and_the_json_contract(path: Path) -> None:
+    d = plan(load_workload(path)).to_dict()
+    assert {"shortlist", "rejected", "candidates_evaluated", "elapsed_s"} <= set(d)
+    assert any(d["shortlist"].values())
+    for entries in d["shortlist"].values():
+        for e in entries:
+            assert {"gpu", "count", "layout", "mitigations", "score", "estimate", "why"} <= set(e)
+            assert e["why"] and e["flip"] and e["experiments"]
+    for r in d["rejected"]:
+        assert {"gpu", "count", "reason"} <= set(r) and r["reason"]
+
+
+def test_tensor_parallel_not_dividing_heads_is_rejected_with_reason() -> None:
+    p = plan(_req("llama-3.1-70b", task="serve", batch=8, max_gpus=6, gpus_per_node=6, tp=3,
+                  gpus_allow=("H100 SXM5 80GB",)))
+    rows = [r for r in p.rejected if r["rule"] == "heads"]
+    assert rows and "does not divide" in rows[0]["reason"] and "64 attention heads" in rows[0]["reason"]
+
+
+def test_fp8_before_ada_is_rejected() -> None:
+    p = plan(_req("llama-3.1-8b", task="serve", batch=8, max_gpus=1, gpus_allow=("A100 SXM4 80GB",)))
+    rows = [r for r in p.rejected if r["rule"] == "precision" and r["precision"] == "fp8"]
+    assert rows and "FP8 needs Ada" in rows[0]["reason"]
+
+
+def test_psu_headroom_rule() -> None:
+    """Seed: keep 1.5x PSU headroom. Two 450 W cards + 2 × 150 W host = 1200 W -> needs an 1800 W PSU."""
+    p = plan(_req("llama-3.1-8b", task="lora", batch=16, seq=2048, max_gpus=2, gpus_per_node=2, psu_w=1600.0,
+                  gpus_allow=("GeForce RTX 4090",)))
+    rows = [r for r in p.rejected if r["rule"] == "psu"]
+    assert rows and all(r["count"] == 2 for r in rows)
+    assert "1800 W" in rows[0]["reason"]
+
+
+def test_consumer_card_across_nodes_is_rejected() -> None:
+    p = plan(_req("llama-3.1-70b", task="finetune", batch=64, seq=2048, max_gpus=16, gpus_per_node=8,
+                  gpus_allow=("GeForce RTX 4090",)))
+    rows = [r for r in p.rejected if r["rule"] == "consumer"]
+    assert rows and all(r["count"] > 8 for r in rows) and "no ECC" in rows[0]["reason"]
+
+
+def test_budget_rule_and_unknown_prices() -> None:
+    p = plan(_req("llama-3.1-8b", task="infer", batch=16, max_gpus=2, budget_usd=3000.0))
+    reasons = {r["gpu"]: r["reason"] for r in p.rejected if r["rule"] == "budget"}
+    assert "exceeds the $3,000" in reasons["RTX 6000 Ada Generation"]
+    assert "no purchase price" in reasons["H100 SXM5 80GB"]
+    prices = {g.name: g.latest_price("street") or g.latest_price("launch") for g in load_catalog().gpus}
+    ranked = [e for entries in p.shortlist.values() for e in entries]
+    assert ranked
+    for e in ranked:
+        quote = prices[e["gpu"]]
+        assert quote is not None and quote.usd is not None and e["count"] * quote.usd <= 3000.0
+
+
+def test_role_weights_from_the_workload_change_the_ranking() -> None:
+    base = _req("llama-3.2-3b", task="serve", batch=8, max_gpus=1)
+    cost_only = with_options(base, None, role_weights={"throughput-serving": {
+        "throughput": 0.0, "latency": 0.0, "cost": 1.0, "energy": 0.0, "memory_headroom": 0.0, "scaling": 0.0,
+        "reliability": 0.0, "ecosystem": 0.0}})
+    a = plan(base).shortlist["throughput-serving"]
+    b = plan(cost_only).shortlist["throughput-serving"]
+    cheapest = min(b, key=lambda e: e["estimate"]["usd_per_million_tokens"])
+    assert b[0]["gpu"] == cheapest["gpu"]
+    assert [e["score"] for e in a] != [e["score"] for e in b]
+
+
+def test_roles_depend_on_the_task() -> None:
+    assert set(plan(_req("llama-3.2-1b", task="dev", max_gpus=1)).shortlist) == {"dev"}
+    train = plan(_req("llama-3.2-1b", task="train", batch=8, seq=1024, max_gpus=16))
+    assert set(train.shortlist) == {"single-node-training", "cluster-training"}
+    serve = plan(_req("llama-3.2-1b", task="serve", batch=8, max_gpus=2))
+    assert set(serve.shortlist) == {"low-power-inference", "latency-serving", "throughput-serving"}
