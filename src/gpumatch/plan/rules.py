@@ -165,8 +165,9 @@ def describe(code: int, req: PlanRequest, facts: GpuFacts, cs: CandidateSet, i: 
         return f"{g.name} is excluded by the workload's gpus.allow / gpus.deny lists"
     if name == "precision":
         arch_text = g.architecture + (f", compute capability {g.compute_capability}" if g.compute_capability else "")
+        arch_text = "" if arch_text == g.name else f" ({arch_text})"
         need = "; FP8 needs Ada (sm_89), Hopper (sm_90) or newer" if mit.precision == "fp8" else ""
-        return f"{g.name} ({arch_text}) has no {mit.precision.upper()} tensor path in the catalog{need}"
+        return f"{g.name}{arch_text} has no {mit.precision.upper()} tensor path in the catalog{need}"
     if name == "heads":
         return (f"TP={tp} does not divide {a.name}'s {a.heads} attention heads and {a.kv_heads} KV heads; "
                 "use TP 1, 2, 4 or 8")
