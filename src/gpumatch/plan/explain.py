@@ -2,7 +2,7 @@
 
 The flip is computed, not guessed: for two entries with scores ``s1 > s2`` and role weights ``w``, the runner-up
 overtakes when one of its terms rises by ``Δ = (s1 − s2)/100 × Σw / w_t`` (and stays within [0, 1]); on the log
-scale of :mod:`gpumatch.plan.roles` that is a factor ``10^(2Δ)`` on the metric behind the term.
+scale of :mod:`gpumatch.plan.roles` (``1 + log10(ratio)``) that is a factor ``10^Δ`` on the metric behind the term.
 
 The experiment plan follows the seed's fixed experiment package ("用固定实验包完成候选淘汰赛"): frozen software,
 warm-up and a soak of at least 30 minutes, latency percentiles with throughput, peak memory, power and errors
@@ -71,7 +71,7 @@ def flip(a: dict[str, Any], b: dict[str, Any], weights: dict[str, float]) -> str
             continue
         if term in _LOG_TERMS:
             name, higher = _LOG_TERMS[term]
-            factor = 10 ** (2 * need)
+            factor = 10**need
             options.append((need, f"{factor:.2g}x {'more' if higher else 'less'} {name}"))
         else:
             options.append((need, f"{term.replace('_', ' ')} +{need:.2f} (now {have:.2f})"))
@@ -125,7 +125,8 @@ def why(entry: dict[str, Any], rank: int, req: PlanRequest) -> str:
                 f"TTFT {est['ttft_p50_s'] * 1e3:.0f} ms (one prompt)")
     parts = [f"#{rank}: {entry['bound']}-bound; {perf}; uses {est['total_bytes'] / GIB:.1f} of "
              f"{est['capacity_bytes'] / GIB:.1f} GiB per GPU"]
-    if entry["count"] > 1 and not math.isnan(est.get("scaling_efficiency") or math.nan):
+    flagged = any("scaling efficiency" in f for f in entry["flags"])
+    if entry["count"] > 1 and not flagged and not math.isnan(est.get("scaling_efficiency") or math.nan):
         parts.append(f"scaling efficiency {est['scaling_efficiency']:.0%}")
     parts.extend(entry["flags"])
     return "; ".join(parts)

@@ -1,0 +1,94 @@
+"""Pieces of the planner: enumeration, scoring terms, the offload model, the flip arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from gpumatch.catalog import load_catalog
+from gpumatch.estimate.candidates import gpu_table
+from gpumatch.models import get_model
+from gpumatch.plan import explain
+from gpumatch.plan.candidates import enumerate_candidates, gpu_counts, layouts, mitigations
+from gpumatch.plan.inputs import with_options
+from gpumatch.plan.metrics import memory, performance
+from gpumatch.plan.roles import relative, score
+
+
+def test_gpu_counts_inside_a_node_then_whole_nodes() -> None:
+    assert gpu_counts(64, 8) == (1, 2, 3, 4, 6, 8, 16, 24, 32, 40, 48, 56, 64)
+    assert gpu_counts(2, 2) == (1, 2)
+    assert gpu_counts(12, 4) == (1, 2, 3, 4, 8, 12)
+
+
+def test_layouts_keep_tp_in_a_node_and_zero_low_with_pipelines() -> None:
+    req = with_options(None, get_model("llama-3.1-70b"), task="finetune", batch=64, seq=2048, max_gpus=32)
+    rows = np.array(layouts(req))
+    n, tp, pp, dp, zero, micro, accum = rows.T
+    assert (tp * pp * dp == n).all() and (tp <= 8).all()
+    assert (zero[pp > 1] <= 1).all() and (zero[dp == 1] == 0).all()
+    assert (micro * dp * accum >= 64).all()  # the global batch is covered
+    assert {1, 2, 4, 8} <= set(micro.tolist())
+
+
+def test_mitigations_by_task() -> None:
+    serve = with_options(None, get_model("llama-3.1-8b"), task="serve", batch=4)
+    assert {m.precision for m in mitigations(serve)} == {"bf16", "fp8", "int8", "int4"}
+    assert {m.kv_precision for m in mitigations(serve)} == {None, "fp8"}
+    lora = with_options(None, get_model("llama-3.1-8b"), task="lora", batch=4)
+    assert any(m.qlora for m in mitigations(lora)) and not any(m.offload for m in mitigations(lora))
+    ft = with_options(None, get_model("llama-3.1-8b"), task="finetune", batch=4)
+    assert any(m.offload for m in mitigations(ft)) and {m.recompute for m in mitigations(ft)} == {
+        "none", "selective", "full"}
+
+
+def test_offload_frees_optimizer_memory_and_costs_time() -> None:
+    req = with_options(None, get_model("llama-3.1-8b"), task="finetune", batch=8, seq=2048, max_gpus=1,
+                       micro_batch=1)
+    specs = tuple(g for g in load_catalog().gpus if g.name == "H100 SXM5 80GB")
+    table = gpu_table(specs)
+    cs = enumerate_candidates(req, 1)
+    plain = np.array([m.precision == "bf16" and m.recompute == "none" and not m.offload for m in cs.mitigations])
+    off = np.array([m.precision == "bf16" and m.recompute == "none" and m.offload for m in cs.mitigations])
+    idx = np.array([int(np.flatnonzero(plain[cs.mit])[0]), int(np.flatnonzero(off[cs.mit])[0])])
+    sub = cs.take(idx)
+    prices = np.array([4.0])
+    mem = memory(req, table, sub, prices)
+    perf = performance(req, table, sub, prices, req.site)
+    assert mem["total_bytes"][1] < mem["total_bytes"][0] - 8.03e9 * 10  # 12 of 16 bytes/param leave the GPU
+    assert perf["step_s"][1] > perf["step_s"][0] and perf["tokens_per_s"][1] < perf["tokens_per_s"][0]
+
+
+def test_relative_terms_and_score_bounds() -> None:
+    x = np.array([100.0, 50.0, 10.0, 1.0, np.nan])
+    r = relative(x, True)
+    assert r[0] == 1.0 and abs(r[1] - (1 + np.log10(0.5))) < 1e-12 and r[2] == 0.0 and r[4] == 0.0
+    low = relative(np.array([1.0, 2.0]), False)
+    assert low[0] == 1.0 and low[1] < 1.0
+    terms = {"a": np.array([1.0, 0.0]), "b": np.array([0.5, 1.0])}
+    s = score({"a": 3.0, "b": 1.0}, terms)
+    assert np.allclose(s, [100 * 3.5 / 4, 25.0])
+    assert (score({"a": 0.0, "b": 0.0}, terms) == 0).all()
+
+
+def test_flip_names_the_cheapest_single_change() -> None:
+    w = {"cost": 1.0, "throughput": 1.0}
+    a = {"gpu": "A", "count": 1, "score": 80.0, "terms": {"cost": 0.8, "throughput": 0.8}}
+    b = {"gpu": "B", "count": 2, "score": 70.0, "terms": {"cost": 0.9, "throughput": 0.5}}
+    text = explain.flip(a, b, w)
+    # the gap of 10 points needs +0.2 on either term; cost would exceed 1.0, throughput needs 10^0.2 = 1.6x
+    assert text.startswith("B ×2 would take this place with 1.6x more tokens/s")
+    c = replace_terms(b, cost=0.95, throughput=0.95)
+    assert "cannot overtake" in explain.flip(a, c, w)
+
+
+def replace_terms(entry: dict[str, object], **terms: float) -> dict[str, object]:
+    out = dict(entry)
+    out["terms"] = terms
+    return out
+
+
+def test_pinned_tp() -> None:
+    req = replace(with_options(None, get_model("llama-3.1-8b"), task="serve", batch=4, max_gpus=8), tp=4)
+    assert {row[1] for row in layouts(req)} == {4}
