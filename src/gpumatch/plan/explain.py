@@ -70,6 +70,8 @@ def flip(a: dict[str, Any], b: dict[str, Any], weights: dict[str, float]) -> str
         if have + need > 1.0 + 1e-9:
             continue
         if term in _LOG_TERMS:
+            if have <= 0.0:  # unknown (no price) or off the scale: no factor can be read from it
+                continue
             name, higher = _LOG_TERMS[term]
             factor = 10**need
             options.append((need, f"{factor:.2g}x {'more' if higher else 'less'} {name}"))
