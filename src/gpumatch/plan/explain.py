@@ -78,6 +78,9 @@ def flip(a: dict[str, Any], b: dict[str, Any], weights: dict[str, float]) -> str
         else:
             options.append((need, f"{term.replace('_', ' ')} +{need:.2f} (now {have:.2f})"))
     if not options:
+        if b.get("estimate", {}).get("usd_per_million_tokens") is None and weights.get("cost", 0.0) > 0:
+            return (f"{label(b)} has no price on this basis; a price quote for it could change the order "
+                    f"(gap {gap:.1f} points)")
         return f"{label(b)} cannot overtake by any single term (gap {gap:.1f} points)"
     options.sort()
     return f"{label(b)} would take this place with {options[0][1]} (gap {gap:.1f} points)"
