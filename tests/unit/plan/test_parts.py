@@ -75,12 +75,16 @@ def test_relative_terms_and_score_bounds() -> None:
 def test_flip_names_the_cheapest_single_change() -> None:
     w = {"cost": 1.0, "throughput": 1.0}
     a = {"gpu": "A", "count": 1, "score": 80.0, "terms": {"cost": 0.8, "throughput": 0.8}}
-    b = {"gpu": "B", "count": 2, "score": 70.0, "terms": {"cost": 0.9, "throughput": 0.5}}
+    b = {"gpu": "B", "count": 2, "score": 70.0, "terms": {"cost": 0.9, "throughput": 0.5},
+         "estimate": {"usd_per_million_tokens": 1.0}}
     text = explain.flip(a, b, w)
     # the gap of 10 points needs +0.2 on either term; cost would exceed 1.0, throughput needs 10^0.2 = 1.6x
     assert text.startswith("B ×2 would take this place with 1.6x more tokens/s")
     c = replace_terms(b, cost=0.95, throughput=0.95)
     assert "cannot overtake" in explain.flip(a, c, w)
+    unpriced = replace_terms(b, cost=0.0, throughput=0.95)
+    unpriced["estimate"] = {"usd_per_million_tokens": None}
+    assert "no price" in explain.flip(a, unpriced, w)
 
 
 def replace_terms(entry: dict[str, object], **terms: float) -> dict[str, object]:
