@@ -8,7 +8,8 @@ estimator run over all candidates at once. Enumeration choices (what a practitio
 - tensor parallel stays inside a node (Megatron-LM places TP groups on NVLink-connected GPUs; Narayanan et al.
   2021, "Efficient Large-Scale Language Model Training on GPU Clusters", section 3.2): TP in {1, 2, 3, 4, 6, 8}
   dividing both the count and the node; whether it divides the heads is a rule, so a bad TP is reported;
-- pipeline parallel in {1, 2, 4, 8, 16}; data parallel (training) or replicas (inference) fill the count;
+- pipeline parallel in {1, 2, 4, 8, 16}; data parallel (training) or replicas (inference) fill the count, with
+  no more replicas than sequences in flight;
 - ZeRO stage 0-3 when DP > 1 (training), only 0-1 with PP > 1 (DeepSpeed does not combine ZeRO-2/3 with its
   pipeline engine);
 - mitigations: weight quantization fp8/int8/int4 and fp8 KV cache (inference); fp8 training, recompute
@@ -110,6 +111,8 @@ def layouts(req: PlanRequest) -> list[tuple[int, int, int, int, int, int, int]]:
                 if (n // tp) % pp:
                     continue
                 dp = n // (tp * pp)
+                if not req.training and dp > req.batch:
+                    continue  # more replicas than sequences in flight: idle GPUs
                 out.extend((n, tp, pp, dp, z, mb, acc) for z, mb, acc in _batching(req, dp, pp))
     return out
 

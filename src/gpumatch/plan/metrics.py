@@ -6,7 +6,8 @@ the structural rules, then :func:`performance` (time, power, cost, scaling) on t
 What the planner adds on top of :func:`gpumatch.estimate.evaluate` (the estimator does not model these):
 
 - inference replicas: the estimator sees one replica (``dp = 1``: replicas do not communicate) serving
-  ``micro`` sequences; throughput and $/h are multiplied by the replicas, per-token cost and energy are not;
+  ``micro = ceil(batch / replicas)`` sequences; throughput and $/h are multiplied by the replicas (throughput
+  capped at the ``batch`` sequences really in flight), per-token cost follows;
 - CPU offload of the optimizer state (ZeRO-Offload, Ren et al. 2021, "ZeRO-Offload: Democratizing
   Billion-Scale Model Training", sections 4-5): the optimizer state (fp32 master copy and moments) leaves the
   GPU; each step moves the gradient shard to the host and the updated 16-bit weights back over PCIe, and the
@@ -126,6 +127,8 @@ def _derive(req: PlanRequest, cs: CandidateSet, case: Case, res: dict[str, Any])
     """Replicas, offload time and the price choice (module docstring)."""
     replicas = 1.0 if req.training else cs.dp.astype(float)
     tok = np.asarray(res["useful_tokens_per_s"], dtype=float) * replicas
+    if not req.training:  # ceil(batch / replicas) per replica can exceed the sequences actually in flight
+        tok = tok * np.minimum(1.0, req.batch / (cs.micro * replicas))
     factor = np.ones(len(cs))
     if req.training:
         offload = np.array([mm.offload for mm in cs.mitigations])[cs.mit]

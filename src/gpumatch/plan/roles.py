@@ -83,7 +83,7 @@ ROLES: tuple[Role, ...] = (
             ecosystem=1.0),
          _inference, lambda r, n, w: w <= LOW_POWER_TDP_W),
     Role("latency-serving", "latency-bound serving",
-         _w(throughput=1.0, latency=3.0, cost=1.0, energy=0.5, memory_headroom=1.0, scaling=1.0, reliability=1.5,
+         _w(throughput=0.5, latency=3.0, cost=2.0, energy=0.5, memory_headroom=1.0, scaling=1.0, reliability=1.5,
             ecosystem=1.0),
          lambda r: _inference(r) and (r.task == "serve" or bool(r.ttft_p50_s or r.ttft_p99_s or r.tpot_p50_s
                                                                   or r.tpot_p99_s)),
