@@ -75,7 +75,7 @@ def _environment(m: dict[str, Any], note: str) -> dict[str, Any]:
         view["GPU"] = f"none found: {note}"
     for g in m.get("gpus", []):
         mem = g.get("memory_total_bytes")
-        view[f"GPU {g['index']}"] = (f"{g['name']} ({mem / 1e9:.0f} GB)" if mem else g["name"]) + (
+        view[f"GPU {g['index']}"] = (f"{g['name']} ({mem / 2**30:.1f} GiB)" if mem else g["name"]) + (
             f", cc {g.get('compute_capability')}, {g.get('power_limit_enforced_w') or 0:.0f} W limit")
     view["driver"] = drv.get("driver_version")
     view["CUDA (driver)"] = drv.get("cuda_driver_version_str")

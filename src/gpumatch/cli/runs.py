@@ -19,9 +19,15 @@ _LIST_COLUMNS = ["run_id", "kind", "name", "status", "started_at", "duration_s",
                  "n_failures", "manifest"]
 
 
-def _row(run: Any) -> dict[str, Any]:
+_NAME_WIDTH = 60
+
+
+def _row(run: Any, table: bool) -> dict[str, Any]:
     d: dict[str, Any] = run.to_dict()
     d["manifest"] = run.manifest_sha256[:12]
+    if table:  # a `python -c` script spans lines: one short line in a table, whole in CSV/JSON
+        name = " ".join(str(d.get("name") or "").split())
+        d["name"] = name if len(name) <= _NAME_WIDTH else name[: _NAME_WIDTH - 1] + "…"
     d["started_at"] = run.started_at[:19].replace("T", " ")
     return d
 
@@ -40,7 +46,7 @@ def list_runs(
     if fmt is Format.json:
         emit_rows([r.to_dict() for r in runs], fmt)
     else:
-        emit_rows([_row(r) for r in runs], fmt, _LIST_COLUMNS)
+        emit_rows([_row(r, fmt is Format.table) for r in runs], fmt, _LIST_COLUMNS)
 
 
 @app.command("show", help="Show one run with its results and failures. Example: gpumatch runs show 3")

@@ -72,3 +72,14 @@ def test_default_store_from_environment(capsys: pytest.CaptureFixture[str], tmp_
     code, out, _ = _run(capsys, "runs", "list", "--format", "json")
     assert code == 0 and json.loads(out) == []
     assert (tmp_path / "gpumatch-home" / "results.sqlite").exists()
+
+
+def test_list_table_keeps_a_multiline_command_on_one_row(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = "python3 -c \nimport torch\n" + "x = torch.zeros(1)\n" * 10
+    with open_store(store_path) as s:
+        s.end_run(s.begin_run("monitor", script, {}, {}), "completed")
+    code, out, _ = _run(capsys, "runs", "list", "--store", str(store_path))
+    row = [line for line in out.splitlines() if "python3 -c" in line]
+    assert code == 0 and len(row) == 1 and "import torch x = torch" in row[0] and "…" in row[0]
+    code, out, _ = _run(capsys, "runs", "list", "--store", str(store_path), "--format", "csv")
+    assert code == 0 and list(csv.DictReader(io.StringIO(out)))[0]["name"] == script
