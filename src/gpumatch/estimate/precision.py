@@ -83,6 +83,11 @@ def compute_path(gpu: GpuSpec, precision: str) -> ComputePath:
                     f"fp32 matmuls run on the non-tensor FP32 rate of {gpu.name} ({peak / 1e12:.0f} TFLOP/s); "
                     "enable TF32 (--precision tf32) or use bf16 to reach the tensor cores"
                 )
+            elif key == "fp16" and precision == "bf16":
+                warn = (
+                    f"{gpu.name} ({gpu.architecture}) has no BF16 tensor path (BF16 needs Ampere or newer); "
+                    "estimated as FP16 — run the model in fp16 (--precision fp16), with loss scaling for training"
+                )
             return ComputePath(precision, key, peak, warn)
     return ComputePath(precision, keys[0], None, unsupported_reason(gpu, precision))
 
@@ -94,7 +99,7 @@ def unsupported_reason(gpu: GpuSpec, precision: str) -> str:
     if precision == "fp8":
         return (
             f"{gpu.name} ({gpu.architecture}) has no FP8 tensor path (FP8 needs Ada, Hopper or newer); "
-            "use bf16, int8 or int4 weights"
+            f"use {'bf16' if gpu.peak('bf16') else 'fp16'}, int8 or int4 weights"
         )
     return f"{gpu.name} has no {precision} compute path in the catalog; use bf16 or fp16"
 

@@ -41,6 +41,15 @@ def test_fp8_unsupported_before_ada_hopper() -> None:
     assert "FP8" in path.warning
 
 
+def test_bf16_before_ampere_runs_as_fp16_and_says_so() -> None:
+    t4 = get_gpu("T4")  # Turing: FP16 tensor cores, no BF16 (T4 datasheet lists FP16/INT8/INT4 only)
+    path = compute_path(t4, "bf16")
+    assert path.peak_flops_per_s == t4.peak("fp16") and path.compute_key == "fp16"
+    assert "no BF16 tensor path" in path.warning and "--precision fp16" in path.warning
+    assert compute_path(get_gpu("A100 SXM4 80GB"), "bf16").warning == ""
+    assert "use fp16," in compute_path(t4, "fp8").warning  # not "use bf16" on a card without it
+
+
 def test_calibration_from_dict_roundtrip_and_errors() -> None:
     cal = Calibration.from_dict({"gemm_efficiency_max": 0.7, "basis": "calibrated", "provenance": "runs 1-9 on H200"})
     assert cal.gemm_efficiency_max == 0.7 and cal.basis == "calibrated"
