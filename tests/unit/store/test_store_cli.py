@@ -82,4 +82,4 @@ def test_list_table_keeps_a_multiline_command_on_one_row(store_path: Path, capsy
     row = [line for line in out.splitlines() if "python3 -c" in line]
     assert code == 0 and len(row) == 1 and "import torch x = torch" in row[0] and "…" in row[0]
     code, out, _ = _run(capsys, "runs", "list", "--store", str(store_path), "--format", "csv")
-    assert code == 0 and list(csv.DictReader(io.StringIO(out)))[0]["name"] == script
+    assert code == 0 and next(iter(csv.DictReader(io.StringIO(out))))["name"] == script
