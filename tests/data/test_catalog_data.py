@@ -206,6 +206,29 @@ REFERENCE = [
     ("L40", "fp8", 362e12, "L40 datasheet: FP8 Tensor Core 362 | 724* TFLOPS"),
     ("L40S", "bf16", 362.05e12, "L40S datasheet: BFLOAT16 Tensor Core 362.05 | 733* TFLOPS"),
     ("L40S", "tdp", 350, "L40S datasheet: Max Power Consumption 350W"),
+    # Added by the catalog audit of 2026-12 (each row re-checked against the cited document, 3 % tolerance).
+    ("A10", "bf16", 125e12, "A10 datasheet: BF16 Tensor Core 125 TF | 250 TF*"),
+    ("A10", "tdp", 150, "A10 datasheet: Max thermal design power 150W"),
+    ("A100 SXM4 80GB", "nvlink", 600e9, "A100 datasheet r4: NVLink 600GB/s"),
+    ("A100 SXM4 80GB", "tf32", 156e12, "A100 datasheet r4: TF32 Tensor Core 156 TF | 312 TF*"),
+    ("H100 SXM5 80GB", "fp64", 34e12, "H100 datasheet: FP64 34 teraFLOPS (vector, not halved)"),
+    ("H100 SXM5 80GB", "tf32", 494.5e12, "H100 datasheet: TF32 Tensor Core 989 TFLOPS* (*with sparsity) / 2"),
+    ("H100 PCIe 80GB", "bandwidth", 2.0e12, "H100 datasheet, PCIe: GPU memory bandwidth 2TB/s"),
+    ("H100 PCIe 80GB", "nvlink", 600e9, "H100 datasheet, PCIe: NVLink 600GB/s (bridge)"),
+    ("H100 NVL 94GB", "bandwidth", 3.9e12, "H100 NVL datasheet: 3.9TB/s per card (not the 7.8 pair figure)"),
+    ("H100 NVL 94GB", "memory", 94e9, "H100 NVL datasheet: GPU memory 94GB (per card, not the 188GB pair figure)"),
+    ("H200 SXM 141GB", "fp8", 1979e12, "H200 page: FP8 Tensor Core 3,958 TFLOPS (with sparsity) / 2"),
+    ("H200 NVL 141GB", "nvlink", 900e9, "H200 page, NVL: 2- or 4-way NVIDIA NVLink bridge: 900GB/s per GPU"),
+    ("H200 NVL 141GB", "tdp", 600, "H200 page, NVL: Max TDP up to 600W (configurable)"),
+    ("B200 180GB", "nvlink", 1.8e12, "HGX B200: 5th Generation NVLink 1.8TB/s"),
+    ("B200 180GB", "fp8", 4.5e15, "HGX B200: FP8/FP6 Tensor Core 9 PFLOPS (sparse) / 2"),
+    ("B200 180GB", "tdp", 1000, "HGX B200: Max TDP configurable up to 1,000W"),
+    ("L4", "fp8", 242.5e12, "L4 datasheet: FP8 Tensor Core 485 teraFLOPS* / 2"),
+    ("L4", "bandwidth", 300e9, "L4 datasheet: GPU memory bandwidth 300GB/s"),
+    ("L40S", "fp8", 733e12, "L40S datasheet: FP8 Tensor Core 733 | 1,466* TFLOPS"),
+    ("T4", "bandwidth", 320e9, "T4 datasheet: GPU memory bandwidth 320+ GB/s"),
+    ("V100 SXM2 32GB", "nvlink", 300e9, "V100 datasheet: Interconnect bandwidth NVLink 300 GB/s (SXM2)"),
+    ("V100 SXM2 32GB", "bandwidth", 900e9, "V100 datasheet: Memory bandwidth 900 GB/s"),
 ]
 
 
@@ -275,3 +298,22 @@ def test_common_spellings_resolve(query: str, sku: str) -> None:
 def test_family_names_are_ambiguous(query: str) -> None:
     with pytest.raises(AmbiguousNameError):
         load_catalog().get(query)
+
+
+# FP64 (non-tensor) per compute capability, as the CUDA C++ Programming Guide's throughput table gives it:
+# 2 FP64 results per clock per SM against 128 FP32 on cc 8.6 / 8.9 / 12.0 (1/64), 2 against 64 on cc 7.5
+# (1/32). Third-party databases print 1:32 for some GA102 boards (the A10 once stored 976 GFLOPS); this
+# pins the ratio for every consumer-die SKU that stores an FP64 figure.
+FP64_RATIO = {"7.5": 1 / 32, "8.6": 1 / 64, "8.9": 1 / 64, "12.0": 1 / 64}
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_fp64_follows_the_compute_capability_ratio(path: Path) -> None:
+    f = load(path)
+    ratio = FP64_RATIO.get(f.compute_capability or "")
+    fp64, fp32 = _rate(f, "fp64"), _rate(f, "fp32")
+    if ratio is None or fp64 is None or fp32 is None:
+        return
+    assert abs(fp64 - fp32 * ratio) <= 0.03 * fp32 * ratio, (
+        f"{path.name}: fp64 {fp64:.4g} is not fp32 {fp32:.4g} x {ratio:.4g} (cc {f.compute_capability})"
+    )

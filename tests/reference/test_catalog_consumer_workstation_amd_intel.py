@@ -95,6 +95,27 @@ REFERENCE = [
     ("Gaudi 3", "fp8", 1835e12, f"{HC24}: FP8 Matrix TFLOPs 1835"),
     ("Gaudi 3", "link", 1200e9, f"{HC24}: Networking 1200 GB/s bidirectional (24x 200GbE)"),
     ("Gaudi 3", "tdp", 900, f"{HC24}: TDP (OAM) 900W (Air)"),
+    # Added by the catalog audit of 2026-12 (each row re-checked against the cited document, 3 % tolerance).
+    ("GeForce RTX 3090", "tf32", 35.6e12, f"{GA102}: Peak TF32 Tensor TFLOPS 35.6/71"),
+    ("GeForce RTX 3090", "tdp", 350, f"{GA102}: Graphics Card Power 350 W"),
+    ("GeForce RTX 4090", "int8", 660.6e12, f"{ADA}: Peak INT8 Tensor TOPS 660.6/1321.2"),
+    ("GeForce RTX 4090", "bandwidth", 1008e9, f"{ADA}: Memory Bandwidth 1008 GB/sec"),
+    ("GeForce RTX 5090", "int8", 838e12, f"{RTXBW}: Peak INT8 Tensor TOPS 838/1676"),
+    ("GeForce RTX 5090", "tdp", 575, f"{RTXBW}: Total Graphics Power 575 W"),
+    ("RTX A6000", "bandwidth", 768e9, "RTX A6000 spec table (ServeTheHome copy): Memory Bandwidth 768 GB/s"),
+    ("RTX A6000", "tdp", 300, "RTX A6000 spec table: Max Power Consumption 300W"),
+    ("RTX 6000 Ada Generation", "fp32", 91.1e12, "RTX 6000 Ada datasheet: Single-precision performance 91.1 TFLOPS"),
+    ("RTX 6000 Ada Generation", "tdp", 300, "RTX 6000 Ada datasheet: Total board power 300 W"),
+    ("RTX PRO 6000 Blackwell Workstation Edition", "bandwidth", 1792e9, "RTX PRO 6000 WS datasheet: 1792 GB/s"),
+    ("RTX PRO 6000 Blackwell Workstation Edition", "tdp", 600, "RTX PRO 6000 WS datasheet: Total board power 600 W"),
+    ("Instinct MI250X", "memory", 128e9, "AMD MI200 spec table: 128GB HBM2e"),
+    ("Instinct MI300X", "memory", 192e9, "AMD MI300X: 192 GB HBM3"),
+    ("Instinct MI300X", "tf32", 653.7e12, f"{ROCM300}: TF32 653.7 (dense; 1307.4 with sparsity on AMD's product page)"),
+    ("Instinct MI325X", "tdp", 1000, "AMD MI325X: 1000W"),
+    ("Gaudi 2", "tdp", 600, f"{HC24}: TDP (OAM) Gaudi 2 600W"),
+    ("Gaudi 2", "memory", 96e9, f"{HC24}: HBM Capacity Gaudi 2 96 GB"),
+    ("Gaudi 3", "memory", 128e9, f"{HC24}: HBM Capacity 128 GB"),
+    ("Gaudi 3", "bandwidth", 3.67e12, f"{HC24}: HBM Bandwidth 3.67 TB/s"),
 ]
 
 
