@@ -89,11 +89,13 @@ def host_time(
     """Host-side time of a step: kernel gaps, a fixed per-step cost, and -- in eager mode -- whatever part of
     the CPU's kernel dispatch (``eager_kernels_per_layer`` launches of ``eager_launch_s`` per layer and pass)
     the GPU work does not hide (dispatch runs ahead asynchronously, so the step takes the longer of the two).
-    ``graphs`` overrides ``c.graphs`` (prefill is dispatched eagerly: 0).
+    ``graphs`` overrides ``c.graphs`` (prefill is dispatched eagerly: 0). Serving engines (``c.fused``) launch
+    their fused kernels (``kernels_per_layer``) instead of eager PyTorch's ``eager_kernels_per_layer``.
     """
     gaps = layers * passes * cal.kernels_per_layer * cal.kernel_overhead_s
     eager = 1.0 - (c.graphs if graphs is None else graphs)
-    cpu = eager * layers * passes * cal.eager_kernels_per_layer * cal.eager_launch_s
+    kernels = c.fused * cal.kernels_per_layer + (1.0 - c.fused) * cal.eager_kernels_per_layer
+    cpu = eager * layers * passes * kernels * cal.eager_launch_s
     return gaps + fixed_s + vmax(cpu - gpu_s - gaps, 0.0)
 
 
