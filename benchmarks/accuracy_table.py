@@ -138,10 +138,40 @@ def findings(table: list[dict[str, Any]]) -> list[str]:
         "../shared/notes/benchmark-method.md saw 1470 MHz of 1980 under a sustained GEMM).",
         "- The plain CUDA-graph decode step (eager graph column) is 20-45% slower than the compiled one at small "
         "batch (unfused RMSNorm/RoPE/SiLU kernels); gpumatch predicts the compiled step, as engines run it.",
-        "- Two different H200 cards ran the two sets (UUIDs above), same driver and software.",
+        *_blind_run_lines(timed),
+        f"- {_card_count()} different H200 cards ran the three suite runs (UUIDs above), same driver and software.",
         *_probe_lines(),
     ]
     return lines
+
+
+BLIND_RUN = "heldout3"
+"""The run whose cases (new shapes: Qwen2.5-0.5B/1.5B/7B/14B, Mistral-7B; new contexts and batches) were
+predicted with the committed defaults before they were measured (2026-12-03), and not fitted afterwards."""
+
+
+def _blind_run_lines(timed: list[dict[str, Any]]) -> list[str]:
+    """Errors of the blind run alone, by kind: the cleanest test of prediction (nothing seen beforehand)."""
+    blind = [r for r in timed if BLIND_RUN in r["source"]]
+    if not blind:
+        return []
+    lines = [f"- Blind run (`*-{BLIND_RUN}-*`, shapes and sizes chosen and predicted before measuring): "
+             f"{sum(abs(r['gpumatch_error']) <= 0.10 for r in blind)} of {len(blind)} within 10%."]
+    for kind in sorted({r["kind"] for r in blind}):
+        errs = [r["gpumatch_error"] for r in blind if r["kind"] == kind]
+        lines.append(f"  - {kind}: n={len(errs)}, mean abs {sum(map(abs, errs)) / len(errs) * 100:.1f}%, "
+                     f"range {_pct(min(errs))} to {_pct(max(errs))}")
+    return lines
+
+
+def _card_count() -> int:
+    import json
+
+    uuids = set()
+    for path in DATA.glob("*-h200-*.json"):
+        smi = json.loads(path.read_text()).get("environment", {}).get("nvidia_smi") or [{}]
+        uuids.add(smi[0].get("uuid"))
+    return len(uuids - {None})
 
 
 def _probe_lines() -> list[str]:
@@ -151,7 +181,8 @@ def _probe_lines() -> list[str]:
     path = DATA / "2026-12-02-h200-probe-prefill-host.json"
     if not path.exists():
         return []
-    lines = ["- Host-dispatch probe (eager prefill, batch 1, a third H200; `" + path.name + "`):"]
+    lines = ["- Host-dispatch probe (eager prefill, batch 1, on another H200 whose UUID the probe did not record; `"
+             + path.name + "`):"]
     for r in json.loads(path.read_text())["cases"]:
         host = r["host_enqueue_s"]
         host_txt = "blocked (launch queue full)" if host > 0.5 else f"{host * 1e3:.1f} ms"

@@ -59,9 +59,31 @@ def _heldout_plan() -> dict[str, Any]:
     }
 
 
+def _heldout3_plan() -> dict[str, Any]:
+    """Third run (2026-12-03): other models' shapes (Qwen2.5 0.5B-14B, Mistral-7B; few KV heads, 152k vocab),
+    odd batches and contexts, on a fresh machine; nothing of it is used to fit anything."""
+    q05, q15, q7, q14, m7 = (shapes.QWEN2_5_0_5B, shapes.QWEN2_5_1_5B, shapes.QWEN2_5_7B, shapes.QWEN2_5_14B,
+                             shapes.MISTRAL_7B)
+    return {
+        "decode_models": [q7, q14], "batches": [1, 5, 24, 64], "contexts": [768, 6000],
+        "decode_variants": ["graph", "compiled-graph"], "eager_contexts": [],
+        "prefill": [(1, 768), (1, 6000), (4, 1536), (12, 512)],
+        "prefill_models": [q7, m7, q14],
+        "gemms": [(m, n, k) for m in (1, 64, 2048) for (n, k) in ((4608, 3584), (3584, 18944))],
+        "copies": [2**26, 2**30], "train": [
+            (q15, 4, 1024, "none", "fp32"), (q15, 2, 4096, "full", "fp32"), (q15, 8, 2048, "full", "none"),
+            (q15, 16, 512, "none", "none"), (q05, 8, 2048, "none", "fp32"), (q05, 4, 4096, "full", "none"),
+            (q05, 2, 1024, "none", "none"), (q15, 1, 8192, "none", "fp32"),
+        ],
+        "budgets_s": {"micro": 30, "decode": 200, "prefill": 60, "train": 150},
+    }
+
+
 def _plan(tiny: bool, name: str = "main") -> dict[str, Any]:
     if name == "heldout":
         return _heldout_plan()
+    if name == "heldout3":
+        return _heldout3_plan()
     if tiny:
         small = shapes.tiny_shape()
         return {
@@ -255,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--groups", default="micro,decode,prefill,train")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--plan", default="main", choices=["main", "heldout"])
+    ap.add_argument("--plan", default="main", choices=["main", "heldout", "heldout3"])
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     dev = device_of(args.device)

@@ -1,6 +1,6 @@
-"""gpumatch's estimates against the measurements committed in tests/data/measurements (one H200, 2026-12-02).
+"""gpumatch's estimates against the measurements in tests/data/measurements (H200s, 2026-12-02 and 2026-12-03).
 
-Source of the measured values: benchmarks/gpu/run_suite.py on the device pool's H200 (two runs; environment,
+Source of the measured values: benchmarks/gpu/run_suite.py on the device pool's H200s (three runs; environment,
 plan and raw timings inside each JSON). Comparison rules and the fit / held-out split:
 src/gpumatch/bench/accuracy.py. Tolerance: 10% relative error on every case (issue 3's goal), fit and
 held-out alike. Cases known to miss it are listed in KNOWN_MISSES as strict xfails, so the table in
@@ -27,6 +27,12 @@ KNOWN_MISSES = {
     # the first run's machine took 18.4 ms: the host CPU differs between machines of one kind, so eager
     # dispatch-bound cases cannot be predicted from the GPU alone (the fitted eager_launch_s is a mean).
     "prefill llama-3.2-3b b1 s1024": "3B eager prefill at 1024 tokens: host-bound, under-predicted by ~33%",
+    # Third run (2026-12-03, new shapes, predicted before they were measured): Qwen2.5-0.5B (h=896, V=152k)
+    # trains slower than predicted at 16k tokens per step; the 1.5B and all decode/prefill cases of that run
+    # are within 10% except one Qwen2.5-14B decode step at batch 24 and 6000 tokens of context.
+    "train qwen2.5-0.5b-shape b8 s2048 rc=none master=fp32": "0.5B training at 16k tokens: under-predicted ~20%",
+    "train qwen2.5-0.5b-shape b4 s4096 rc=full master=none": "0.5B training at 16k tokens: under-predicted ~15%",
+    "decode qwen2.5-14b-shape b24 ctx6000": "14B decode, batch 24, 6000 tokens: KV read at ~3.5 TB/s; -10.02%",
 }
 
 
@@ -41,9 +47,9 @@ def _params(kinds: tuple[str, ...]) -> list[object]:
 
 
 def test_the_measurements_are_there_and_describe_their_card() -> None:
-    files = [p for p in sorted(DATA.glob("2026-12-02-h200-*.json"))
+    files = [p for p in sorted(DATA.glob("2026-12-0[23]-h200-*.json"))
              if p.stem.rsplit("-", 1)[-1] in ("micro", "decode", "prefill", "train")]
-    assert len(files) == 8
+    assert len(files) == 12
     for path in files:
         env = json.loads(path.read_text())["environment"]
         assert env["gpu_name"] == "NVIDIA H200"
@@ -51,7 +57,7 @@ def test_the_measurements_are_there_and_describe_their_card() -> None:
         assert env["nvidia_smi"][0]["driver_version"] == "580.159.04"
     kinds = {c.kind for c in CASES}
     assert kinds == {"decode", "prefill", "train-time", "train-memory", "train-fit"}
-    assert sum(c.fit for c in CASES) >= 25 and sum(not c.fit for c in CASES) >= 100
+    assert sum(c.fit for c in CASES) >= 25 and sum(not c.fit for c in CASES) >= 150
 
 
 @pytest.mark.parametrize("case", _params(("decode", "prefill", "train-time", "train-memory")))

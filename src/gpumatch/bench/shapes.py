@@ -7,6 +7,14 @@ Published shapes (Hugging Face ``config.json`` of each model):
   (https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json).
 - Llama-3.2-3B: 28 layers, hidden 3072, 24 heads, 8 KV heads, head 128, FFN 8192, vocab 128256, tied
   (https://huggingface.co/meta-llama/Llama-3.2-3B/blob/main/config.json).
+
+Llama-style stand-ins with other models' dimensions (the bench model has no QKV bias, so the Qwen shapes
+differ from Qwen2.5 by those bias vectors only; the estimates use the same shapes):
+- Mistral-7B-v0.1: 32 layers, hidden 4096, 32 heads, 8 KV heads, FFN 14336, vocab 32000, untied
+  (https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json).
+- Qwen2.5-0.5B / 1.5B / 7B / 14B: 24/28/28/48 layers, hidden 896/1536/3584/5120, heads 14/12/28/40, KV heads
+  2/2/4/8, FFN 4864/8960/18944/13824, vocab 151936/151936/152064/152064, tied/tied/untied/untied
+  (https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json and the siblings' config.json).
 """
 
 from __future__ import annotations
@@ -102,7 +110,28 @@ LLAMA_3_2_3B: dict[str, Any] = {
     "name": "llama-3.2-3b", "layers": 28, "hidden": 3072, "heads": 24, "kv_heads": 8, "head_dim": 128,
     "ffn": 8192, "vocab": 128256, "tied": True, "rope_theta": 500000.0,
 }
-PRESETS: dict[str, dict[str, Any]] = {d["name"]: d for d in (LLAMA_3_8B, LLAMA_3_2_1B, LLAMA_3_2_3B)}
+MISTRAL_7B: dict[str, Any] = {
+    "name": "mistral-7b-shape", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128,
+    "ffn": 14336, "vocab": 32000, "tied": False, "rope_theta": 10000.0,
+}
+QWEN2_5_0_5B: dict[str, Any] = {
+    "name": "qwen2.5-0.5b-shape", "layers": 24, "hidden": 896, "heads": 14, "kv_heads": 2, "head_dim": 64,
+    "ffn": 4864, "vocab": 151936, "tied": True, "rope_theta": 1000000.0,
+}
+QWEN2_5_1_5B: dict[str, Any] = {
+    "name": "qwen2.5-1.5b-shape", "layers": 28, "hidden": 1536, "heads": 12, "kv_heads": 2, "head_dim": 128,
+    "ffn": 8960, "vocab": 151936, "tied": True, "rope_theta": 1000000.0,
+}
+QWEN2_5_7B: dict[str, Any] = {
+    "name": "qwen2.5-7b-shape", "layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 4, "head_dim": 128,
+    "ffn": 18944, "vocab": 152064, "tied": False, "rope_theta": 1000000.0,
+}
+QWEN2_5_14B: dict[str, Any] = {
+    "name": "qwen2.5-14b-shape", "layers": 48, "hidden": 5120, "heads": 40, "kv_heads": 8, "head_dim": 128,
+    "ffn": 13824, "vocab": 152064, "tied": False, "rope_theta": 1000000.0,
+}
+PRESETS: dict[str, dict[str, Any]] = {d["name"]: d for d in (
+    LLAMA_3_8B, LLAMA_3_2_1B, LLAMA_3_2_3B, MISTRAL_7B, QWEN2_5_0_5B, QWEN2_5_1_5B, QWEN2_5_7B, QWEN2_5_14B)}
 
 
 def tiny_shape(layers: int = 2, vocab: int = 512) -> dict[str, Any]:
