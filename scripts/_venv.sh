@@ -9,7 +9,10 @@ ensure_venv() {
   if [ ! -x "$VENV/bin/python" ]; then
     local py=""
     for c in python3.13 python3.12 python3.11 python3; do
-      if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then py="$c"; break; fi
+      # pyenv shims exist for versions that are not installed; their complaint is not ours to print
+      if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        py="$c"; break
+      fi
     done
     [ -n "$py" ] || { echo "gpumatch needs Python >= 3.11 (none found on PATH)" >&2; exit 2; }
     "$py" -m venv "$VENV"
