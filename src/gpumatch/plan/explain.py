@@ -74,16 +74,18 @@ def flip(a: dict[str, Any], b: dict[str, Any], weights: dict[str, float]) -> str
                 continue
             name, higher = _LOG_TERMS[term]
             factor = 10**need
-            options.append((need, f"{factor:.2g}x {'more' if higher else 'less'} {name}"))
+            change = (f"{factor - 1.0:.0%} higher" if factor < 2.0 else f"{factor:.2g}x higher") if higher else (
+                f"{1.0 - 1.0 / factor:.0%} lower")
+            options.append((need, f"if its {name} were {change}"))
         else:
-            options.append((need, f"{term.replace('_', ' ')} +{need:.2f} (now {have:.2f})"))
+            options.append((need, f"if its {term.replace('_', ' ')} term rose by {need:.2f} (now {have:.2f})"))
     if not options:
         if b.get("estimate", {}).get("usd_per_million_tokens") is None and weights.get("cost", 0.0) > 0:
             return (f"{label(b)} has no price on this basis; a price quote for it could change the order "
                     f"(gap {gap:.1f} points)")
         return f"{label(b)} cannot overtake by any single term (gap {gap:.1f} points)"
     options.sort()
-    return f"{label(b)} would take this place with {options[0][1]} (gap {gap:.1f} points)"
+    return f"{label(b)} would take this place {options[0][1]} (gap {gap:.1f} points)"
 
 
 def experiments(entry: dict[str, Any], req: PlanRequest) -> list[str]:

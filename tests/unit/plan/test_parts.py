@@ -78,8 +78,10 @@ def test_flip_names_the_cheapest_single_change() -> None:
     b = {"gpu": "B", "count": 2, "score": 70.0, "terms": {"cost": 0.9, "throughput": 0.5},
          "estimate": {"usd_per_million_tokens": 1.0}}
     text = explain.flip(a, b, w)
-    # the gap of 10 points needs +0.2 on either term; cost would exceed 1.0, throughput needs 10^0.2 = 1.6x
-    assert text.startswith("B ×2 would take this place with 1.6x more tokens/s")
+    # the gap of 10 points needs +0.2 on either term; cost would exceed 1.0, throughput needs 10^0.2 = 1.58x
+    assert text.startswith("B ×2 would take this place if its tokens/s were 58% higher")
+    lower = explain.flip(a, replace_terms(b, cost=0.5, throughput=0.95), {"cost": 1.0, "throughput": 0.0})
+    assert "if its $ per token were 21% lower" in lower  # need 0.1 × 1/1: 1 - 10^-0.1
     c = replace_terms(b, cost=0.95, throughput=0.95)
     assert "cannot overtake" in explain.flip(a, c, w)
     unpriced = replace_terms(b, cost=0.0, throughput=0.95)
