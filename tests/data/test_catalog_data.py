@@ -229,6 +229,24 @@ REFERENCE = [
     ("T4", "bandwidth", 320e9, "T4 datasheet: GPU memory bandwidth 320+ GB/s"),
     ("V100 SXM2 32GB", "nvlink", 300e9, "V100 datasheet: Interconnect bandwidth NVLink 300 GB/s (SXM2)"),
     ("V100 SXM2 32GB", "bandwidth", 900e9, "V100 datasheet: Memory bandwidth 900 GB/s"),
+    # Added with the A40 and H20 files (2026-12-03).
+    ("A40", "bf16", 149.7e12, "A40 datasheet: Peak BF16 Tensor TFLOPS with FP32 Accumulate 149.7 | 299.4*"),
+    ("A40", "tf32", 74.8e12, "A40 datasheet: Peak TF32 Tensor TFLOPS 74.8 | 149.6*"),
+    ("A40", "int8", 299.3e12, "A40 datasheet: Peak INT8 Tensor TOPS 299.3 | 598.6*"),
+    ("A40", "fp32", 37.4e12, "A40 datasheet: Peak FP32 TFLOPS (non-Tensor) 37.4"),
+    ("A40", "memory", 48e9, "A40 datasheet: GPU memory 48 GB GDDR6 with ECC"),
+    ("A40", "bandwidth", 696e9, "A40 datasheet: Memory bandwidth 696 GB/s"),
+    ("A40", "nvlink", 112.5e9, "A40 datasheet: NVIDIA NVLink 112.5 GB/s (bidirectional)"),
+    ("A40", "tdp", 300, "A40 datasheet: Max power consumption 300 W"),
+    # H20: NVIDIA publishes no datasheet; only the memory size is from an NVIDIA document (MIG user guide).
+    # The rest pins the retailer-listing / press figures stored (uncertain) in h20.toml, read as dense.
+    ("H20 96GB", "memory", 96e9, "NVIDIA MIG user guide, supported GPUs: H20 | Hopper | GH100 | 9.0 | 96GB | 7"),
+    ("H20 96GB", "bandwidth", 4.0e12, "Tom's Hardware (retailer listing): Memory Bandwidth 4.0 TB/s (uncertain)"),
+    ("H20 96GB", "bf16", 148e12, "Tom's Hardware (retailer listing): BF16 I FP16 Tensor 148 I 148 TFLOPS (uncertain)"),
+    ("H20 96GB", "fp8", 296e12, "Tom's Hardware (retailer listing): INT8 I FP8 Tensor 296 I 296 TFLOPS (uncertain)"),
+    ("H20 96GB", "tf32", 74e12, "Tom's Hardware (retailer listing): TF32 Tensor 74 TFLOPS (uncertain)"),
+    ("H20 96GB", "nvlink", 900e9, "TweakTown: NVIDIA keeps the 900GB/sec NVLink connectivity on H20 (uncertain)"),
+    ("H20 96GB", "tdp", 400, "TweakTown: The new H20 AI GPU has a 400W TDP (uncertain; nvidia-smi shows a 500W cap)"),
 ]
 
 
@@ -251,6 +269,7 @@ def test_reference_datasheet_values(sku: str, field: str, expected: float, sourc
         ("A10", False),
         ("L40", False),
         ("L40S", False),
+        ("A40", False),
     ],
 )
 def test_sparsity_in_headline_known_cases(sku: str, flag: bool) -> None:
@@ -265,6 +284,8 @@ def test_unsupported_precisions_are_absent() -> None:
     assert cat.get("A100 SXM4 80GB").peak("fp8") is None
     assert cat.get("H100 SXM5 80GB").peak("fp4") is None
     assert cat.get("B200 180GB").peak("fp4") is not None
+    assert cat.get("A40").peak("fp8") is None
+    assert cat.get("H20 96GB").peak("fp4") is None
 
 
 @pytest.mark.parametrize(
@@ -288,6 +309,11 @@ def test_unsupported_precisions_are_absent() -> None:
         ("h200", "H200 SXM 141GB"),
         ("H200 NVL", "H200 NVL 141GB"),
         ("NVIDIA B200", "B200 180GB"),
+        ("a40", "A40"),
+        ("NVIDIA A40", "A40"),
+        ("h20", "H20 96GB"),
+        ("NVIDIA H20", "H20 96GB"),
+        ("h20-96gb", "H20 96GB"),
     ],
 )
 def test_common_spellings_resolve(query: str, sku: str) -> None:
