@@ -23,6 +23,8 @@ Default numbers (basis "assumed") and where they come from:
   against 450 GB/s per direction (KINDS.md).
 - power: idle 12 % of TDP (H200 probe: 86 W idle at 700 W TDP, benchmark-method.md section 3);
   compute-bound work at the power cap (681-689 W sustained in a bf16 GEMM, same probe).
+- ``low_precision_gemm_efficiency_ratio = 0.92``: fp8 against bf16 sustained GEMM efficiency, measured on an
+  H200 (field docstring).
 - fitted 2026-12-02 on one H200 (benchmarks/fit_calibration.py; fit set = decode at context 2048, prefill at
   batch 1, Llama-3.2-1B training with fp32 master weights and no recompute; docs/accuracy.md has the error
   table on the held-out cases): gemm_efficiency_max 0.61 and attention_efficiency_max 0.28 (sustained,
@@ -62,6 +64,12 @@ class Calibration:
     gemm_half_flops: float = 5e9
     attention_efficiency_max: float = 0.28
     attention_half_flops: float = 5e9
+    low_precision_gemm_efficiency_ratio: float = 0.92
+    """GEMM efficiency on an 8-bit or 4-bit tensor path relative to the 16-bit ``gemm_efficiency_max``: a
+    sustained 8192^3 GEMM on an H200 (2026-12-03, benchmarks/gpu/probe_gemm_precision.py,
+    tests/data/measurements/2026-12-03-h200-probe-gemm-precision.json) held 652 TFLOP/s in bf16 (0.659 of
+    989.5) and 1198 in fp8 (0.605 of 1979) at the 700 W cap, SM clock 1350 against 1450 MHz: (0.605/0.659) =
+    0.92. Measured for fp8 only; int8 and fp4 paths are assumed to behave alike."""
     # memory traffic
     memory_efficiency_max: float = 0.88
     memory_half_bytes: float = 2e6
@@ -120,6 +128,14 @@ class Calibration:
     """Bytes per element an RMSNorm keeps for backward: the fp32 upcast input (4) and the normalized bf16
     tensor before the weight multiply (2), as PyTorch/HF ``LlamaRMSNorm`` runs it; a fused norm keeps its
     16-bit input (2; what Korthikanti et al. count for LayerNorm)."""
+    loss_bytes_per_logit: float = 46.0
+    """HBM traffic of the cross-entropy kernels per logit in a training step, PyTorch eager with the logits upcast
+    to fp32 (HF's LlamaForCausalLM): cast bf16→fp32 (r2 w4), log-softmax forward (measured 15), NLL backward
+    zero-fill and scatter (~4), log-softmax backward (measured 15.6), cast back (r4 w2). The two measured terms are
+    kernel times × HBM bandwidth from a torch.profiler trace of Qwen2.5-0.5B-shaped training (16k tokens, V=152k)
+    on an H200, 2026-12-03 (benchmarks/gpu/probe_train_breakdown.py,
+    tests/data/measurements/2026-12-03-h200-probe-train-breakdown.json): cunn_SoftMaxForward 9.4 ms and
+    cunn_SoftMaxBackward 9.8 ms for 2.49e9 logits. The head GEMMs' own logit traffic is counted with them."""
     logits_bytes_per_element: float = 15.4
     """Training logits at the loss-backward peak, bytes per logit: bf16 logits kept by the caller (2), the fp32
     log-softmax output saved by cross-entropy (4), the fp32 gradient of the loss (4) and of log-softmax (4)."""

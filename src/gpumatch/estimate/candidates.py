@@ -26,7 +26,7 @@ import numpy.typing as npt
 from gpumatch.catalog import GpuSpec
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.inputs import Case
-from gpumatch.estimate.precision import WEIGHT_PRECISIONS, compute_path
+from gpumatch.estimate.precision import LOW_PRECISION_COMPUTE_KEYS, WEIGHT_PRECISIONS, compute_path
 from gpumatch.estimate.setup import Request, gpu_numbers, precision_numbers, shape_numbers, weight_precision
 from gpumatch.models.arch import ModelArch
 
@@ -40,6 +40,8 @@ class GpuTable:
     specs: tuple[GpuSpec, ...]
     fields: dict[str, FloatArray]
     peaks: dict[str, FloatArray]
+    low_precision: FloatArray
+    """(precision, gpu): 1 where that precision computes on an 8-bit or 4-bit tensor path."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -50,11 +52,10 @@ def gpu_table(specs: Sequence[GpuSpec]) -> GpuTable:
     """Stack the GPUs' numbers once; reuse the table across calls."""
     rows = [gpu_numbers(g) for g in specs]
     fields = {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]} if rows else {}
-    peaks = {
-        p: np.array([compute_path(g, p).peak_flops_per_s or np.nan for g in specs], dtype=float)
-        for p in WEIGHT_PRECISIONS
-    }
-    return GpuTable(tuple(specs), fields, peaks)
+    paths = {p: [compute_path(g, p) for g in specs] for p in WEIGHT_PRECISIONS}
+    peaks = {p: np.array([c.peak_flops_per_s or np.nan for c in cs], dtype=float) for p, cs in paths.items()}
+    low = np.array([[float(c.compute_key in LOW_PRECISION_COMPUTE_KEYS) for c in paths[p]] for p in WEIGHT_PRECISIONS])
+    return GpuTable(tuple(specs), fields, peaks, low.reshape(len(WEIGHT_PRECISIONS), len(specs)))
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ def candidate_case(
     wp = np.broadcast_to(codes[idx], (n,))
     peak_matrix = np.stack([table.peaks[p] for p in WEIGHT_PRECISIONS])  # (precision, gpu)
     fields["peak_flops_per_s"] = peak_matrix[wp, gi]
+    fields["low_precision_gemm"] = table.low_precision[wp, gi]
     return Case(**fields)
 
 

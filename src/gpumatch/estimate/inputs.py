@@ -123,6 +123,7 @@ class Case:
     decode attention splits the KV sequence across thread blocks (serving engines), 0 for plain SDPA;
     ``graphs`` 1 when the step replays a CUDA graph (no CPU dispatch per kernel), 0 for eager PyTorch;
     ``fused`` 1 when norms, RoPE and the MLP activation run as fused kernels (serving engines);
+    ``low_precision_gemm`` 1 when the GEMMs run on an 8-bit or 4-bit tensor path (fp8, int8, fp4);
     ``offload`` 1 when the optimizer state lives and is updated in host memory (ZeRO-Offload);
     ``prefill_chunk`` tokens per prefill forward for the memory peak (0 = the whole batch at once).
     Precisions in bytes per element: ``weight_bytes``, ``act_bytes``, ``kv_bytes``, ``grad_bytes``,
@@ -156,6 +157,7 @@ class Case:
     split_kv: Num = 1.0
     graphs: Num = 1.0
     fused: Num = 0.0
+    low_precision_gemm: Num = 0.0
     offload: Num = 0.0
     prefill_chunk: Num = 8192.0
     weight_bytes: Num = 2.0

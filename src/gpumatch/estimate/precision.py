@@ -49,6 +49,10 @@ _COMPUTE_PATH: dict[str, tuple[str, ...]] = {
 }
 
 
+LOW_PRECISION_COMPUTE_KEYS = ("fp8", "int8", "fp4")
+"""Compute paths whose GEMM efficiency is scaled by ``Calibration.low_precision_gemm_efficiency_ratio``."""
+
+
 @dataclass(frozen=True)
 class ComputePath:
     """The peak a precision runs at on one GPU. ``peak_flops_per_s`` is None when unsupported."""

@@ -28,11 +28,13 @@ def op(flops_: Num, bytes_: Num, calls: Num, c: Case, cal: Calibration, attentio
 
     ``flops / (peak · eta(flops/calls))`` with ``eta(x) = eta_max · x / (x + x_half)`` simplifies to
     ``(flops + calls · x_half) / (peak · eta_max)``: the half-efficiency size acts as a fixed cost per call.
+    GEMMs on an 8-bit or 4-bit path get ``eta_max × low_precision_gemm_efficiency_ratio`` (measured fp8/bf16).
     """
     if attention:
         c_max, c_half = cal.attention_efficiency_max, cal.attention_half_flops
     else:
-        c_max, c_half = cal.gemm_efficiency_max, cal.gemm_half_flops
+        low = c.low_precision_gemm * (1.0 - cal.low_precision_gemm_efficiency_ratio)
+        c_max, c_half = cal.gemm_efficiency_max * (1.0 - low), cal.gemm_half_flops
     tc = (flops_ + calls * c_half * (flops_ > 0)) / (c.peak_flops_per_s * c_max)
     tm = (bytes_ + calls * cal.memory_half_bytes) / (c.bandwidth_bytes_per_s * cal.memory_efficiency_max)
     return tc, tm

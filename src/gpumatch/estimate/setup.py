@@ -22,6 +22,7 @@ from gpumatch.estimate.engine import TASKS, TRAIN_TASKS
 from gpumatch.estimate.inputs import Case
 from gpumatch.estimate.precision import (
     KV_PRECISIONS,
+    LOW_PRECISION_COMPUTE_KEYS,
     WEIGHT_PRECISIONS,
     activation_precision,
     bytes_per_element,
@@ -225,6 +226,7 @@ def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple
     warnings = list(req.warnings) + ([path.warning] if path.warning else [])
     case = Case(
         peak_flops_per_s=path.peak_flops_per_s,
+        low_precision_gemm=1.0 if path.compute_key in LOW_PRECISION_COMPUTE_KEYS else 0.0,
         **gpu_numbers(gpu),
         **shape_numbers(req),
         **precision_numbers(req),

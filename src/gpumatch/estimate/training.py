@@ -16,6 +16,8 @@ Sources:
 - ZeRO-Offload (Ren et al. 2021): the CPU updates the optimizer shard at ``cpu_optimizer_params_per_s`` and
   gradients / weights cross PCIe once per step (not overlapped here: a conservative bound).
 - QLoRA dequantizes the 4-bit base weights before each use: read 4-bit, write and read 16-bit.
+- LM head and loss: the head GEMMs are compute-bound; the cross-entropy around them runs as separate
+  memory-bound kernels moving ``Calibration.loss_bytes_per_logit`` per logit (counted from a kernel profile).
 """
 
 from __future__ import annotations
@@ -46,9 +48,13 @@ def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num,
     elem = op(0.0, elementwise_bytes(m, c, tokens, cal) * (3.0 + c.rc_full), 1.0, c, cal)
     comp, mem = _acc([gemm, attn, elem])
     head_mult = 2.0 + c.full_train
+    # the LM-head GEMMs (compute-bound: logits written once, read by both backward GEMMs) and the loss kernels
+    # around them (memory-bound, separate kernels: fp32 cast, log-softmax forward and backward, NLL backward)
+    logits = tokens * m.vocab / c.tp
     head = op(flops.head_flops(m, tokens) * head_mult / c.tp,
-              tokens * m.vocab * cal.logits_bytes_per_element * 2.0 / c.tp, head_mult, c, cal)
-    h_comp, h_mem = _acc([head])
+              m.vocab * m.hidden * c.weight_bytes / c.tp + logits * c.act_bytes * head_mult, head_mult, c, cal)
+    loss = op(0.0, logits * cal.loss_bytes_per_logit, 5.0, c, cal)
+    h_comp, h_mem = _acc([head, loss])
     layers = layers_per_stage(m, c.pp)
     bw, hop = comm.link(c, c.tp, cal)
     ar = comm.all_reduce_s(tokens * m.hidden * c.act_bytes, c.tp, bw, hop, cal)
