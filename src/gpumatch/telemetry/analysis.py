@@ -11,8 +11,19 @@ Method (../shared/notes/benchmark-method.md sections 2-5):
 - Idle power: the median of the 1-s-average power over idle samples (util 0) taken once the SM clock
   has settled near its lowest value and one more second has passed (the average lags ~1 s); right
   after load an H200 idled at 124 W at 1980 MHz against 86 W at 900 MHz once settled.
-- Dips: runs of >= ``min_len`` samples where utilization or power falls under half of its median over
-  the active part (seed 001 section 4.2: such drops are waits for data loading or communication).
+- Active span: from the first to the last sample with evidence of work: NVML utilization >= 5%, or
+  instant power >= 50% of the enforced limit (utilization lags a load step by up to its 1/6-1 s
+  averaging period; on an H200 the first GEMM sample read 739 W at 1% utilization). Idle draws 11-18%
+  of the limit on an H200 (78 W settled, 117-126 W with clocks up), so half the limit means kernels
+  ran. GPM SM-active is not used: it is sampled once a second over the second before, and NVML
+  utilization (any kernel running) is never the lower of the two. Busy stretches shorter than
+  ``MIN_BUSY_S`` do not count (a leftover of the previous process's utilization window read 19-29%
+  for 0.25 s at the start of an idle H200 trace). Before the span is the start-up (process start,
+  CUDA init, loading), after it the tail; the workload is classified from means over the span,
+  while energy, duty cycles and the window's own means stay over the whole window.
+- Dips: runs of >= ``min_len`` samples inside the active span where utilization or power falls under
+  half of its median there, with work on both sides (seed 001 section 4.2: such drops are waits for
+  data loading or communication). Start-up and tail are reported as such, not as dips.
 - Burst vs sustained: mean SM clock and power over the first minute (or the first quarter of a shorter
   run) against the last half (seed 001 section 3.4: short runs hide thermal down-clocking).
 """
@@ -28,16 +39,39 @@ from gpumatch.telemetry.trace import Trace
 from gpumatch.telemetry.types import REASON_GPU_IDLE, REASON_NAMES, DeviceInfo, EdgeCounters, Sample
 
 BURST_WINDOW_S = 60.0
+BUSY_UTIL_PCT = 5.0
+BUSY_POWER_FRACTION = 0.5
+MIN_BUSY_S = 1.0
 
 
 @dataclass(frozen=True)
 class Dips:
-    """Drops of a signal under half its active median: how many, the fraction of time, the longest (s)."""
+    """Drops of a signal under half its median inside the active span: how many, the fraction of the span,
+    the longest (s)."""
 
     signal: str
     count: int
     time_fraction: float
     longest_s: float
+
+
+@dataclass(frozen=True)
+class ActiveSpan:
+    """Where the GPU worked: [t0_s, t1_s] (s on the trace clock), the start-up before it and the tail
+    after it (s), and the activity means over it (%, W; None = not reported)."""
+
+    t0_s: float
+    t1_s: float
+    duration_s: float
+    lead_in_s: float
+    tail_s: float
+    n_samples: int
+    util_gpu_pct_mean: float | None
+    util_mem_pct_mean: float | None
+    gpm_sm_active_mean: float | None
+    gpm_tensor_active_mean: float | None
+    gpm_dram_bw_util_mean: float | None
+    power_avg_w_mean: float | None
 
 
 @dataclass(frozen=True)
@@ -97,6 +131,7 @@ class GpuSummary:
     errors: dict[str, Any] = field(default_factory=dict)
     pcie_gen_end: int | None = None
     pcie_width_end: int | None = None
+    active: ActiveSpan | None = None
 
     @property
     def idle_power_w(self) -> float | None:
@@ -172,8 +207,55 @@ def energy_j(samples: Sequence[Sample], pair: tuple[EdgeCounters, EdgeCounters] 
     return e, "integrated"
 
 
+def is_busy(s: Sample, power_floor_w: float | None) -> bool:
+    """Evidence of work in one sample: NVML utilization >= 5%, or instant power >= ``power_floor_w``."""
+    if s.util_gpu_pct is not None and s.util_gpu_pct >= BUSY_UTIL_PCT:
+        return True
+    return power_floor_w is not None and s.power_instant_w is not None and s.power_instant_w >= power_floor_w
+
+
+def _busy_stretches(samples: Sequence[Sample], power_floor_w: float | None) -> list[tuple[int, int]]:
+    """(first, last) indices of each run of consecutive busy samples."""
+    out: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, s in enumerate(samples):
+        if is_busy(s, power_floor_w):
+            start = i if start is None else start
+        elif start is not None:
+            out.append((start, i - 1))
+            start = None
+    if start is not None:
+        out.append((start, len(samples) - 1))
+    return out
+
+
+def active_span(samples: Sequence[Sample], power_limit_w: float | None = None,
+                min_busy_s: float = MIN_BUSY_S) -> ActiveSpan | None:
+    """The active span of a window (rules in the module docstring); None when nothing was busy for
+    ``min_busy_s`` at a stretch."""
+    floor = None if not power_limit_w else BUSY_POWER_FRACTION * power_limit_w
+    long = [(a, b) for a, b in _busy_stretches(samples, floor) if samples[b].t_s - samples[a].t_s >= min_busy_s]
+    if not long:
+        return None
+    first, last = long[0][0], long[-1][1]
+    part = samples[first:last + 1]
+    t0, t1 = part[0].t_s, part[-1].t_s
+    return ActiveSpan(
+        t0_s=t0, t1_s=t1, duration_s=t1 - t0, lead_in_s=t0 - samples[0].t_s, tail_s=samples[-1].t_s - t1,
+        n_samples=len(part),
+        util_gpu_pct_mean=mean(_vals(part, "util_gpu_pct")),
+        util_mem_pct_mean=mean(_vals(part, "util_mem_pct")),
+        gpm_sm_active_mean=mean(_vals(part, "gpm_sm_active")),
+        gpm_tensor_active_mean=mean(_vals(part, "gpm_tensor_active")),
+        gpm_dram_bw_util_mean=mean(_vals(part, "gpm_dram_bw_util")),
+        power_avg_w_mean=mean(_vals(part, "power_avg_w")),
+    )
+
+
 def find_dips(samples: Sequence[Sample], key: str, min_len: int = 3) -> Dips | None:
-    """Runs of >= ``min_len`` samples under half the median of the active samples (value > 0)."""
+    """Runs of >= ``min_len`` samples under half the median of the active samples (value > 0), with
+    samples at or above that level on both sides: a run that reaches either end of ``samples`` is a
+    ramp-up or a tail, not a wait. Pass the samples of the active span."""
     pts = [(s.t_s, float(v)) for s in samples if (v := getattr(s, key)) is not None]
     active = [v for _, v in pts if v > 0]
     med = percentile(active, 50)
@@ -181,19 +263,14 @@ def find_dips(samples: Sequence[Sample], key: str, min_len: int = 3) -> Dips | N
         return None
     limit = med / 2
     runs: list[float] = []
-    start: float | None = None
-    count = 0
-    for t, v in pts:
+    start: int | None = None  # index where the current run under the limit began
+    for i, (t, v) in enumerate(pts):
         if v < limit:
-            if start is None:
-                start, count = t, 0
-            count += 1
+            start = i if start is None else start
         elif start is not None:
-            if count >= min_len:
-                runs.append(t - start)
+            if start > 0 and i - start >= min_len:  # work before and after it: a wait
+                runs.append(t - pts[start][0])
             start = None
-    if start is not None and count >= min_len:
-        runs.append(pts[-1][0] - start)
     total = pts[-1][0] - pts[0][0]
     return Dips(key, len(runs), sum(runs) / total if total > 0 else 0.0, max(runs, default=0.0))
 
@@ -280,7 +357,9 @@ def summarize_gpu(trace: Trace, index: int, t0_s: float | None = None, t1_s: flo
     e, e_src = energy_j(samples, pair)
     temps = _vals(samples, "gpu_temp_c")
     tmax = max(temps) if temps else None
-    dips = [d for key in ("util_gpu_pct", "power_instant_w") if (d := find_dips(samples, key)) is not None]
+    span = active_span(samples, info.power_limit_enforced_w)
+    inside = samples if span is None else [s for s in samples if span.t0_s <= s.t_s <= span.t1_s]
+    dips = [d for key in ("util_gpu_pct", "power_instant_w") if (d := find_dips(inside, key)) is not None]
     return GpuSummary(
         gpu_index=index,
         name=info.name,
@@ -313,4 +392,5 @@ def summarize_gpu(trace: Trace, index: int, t0_s: float | None = None, t1_s: flo
         errors=error_deltas(part, pair),
         pcie_gen_end=pair[1].pcie_gen if pair else None,
         pcie_width_end=pair[1].pcie_width if pair else None,
+        active=span,
     )

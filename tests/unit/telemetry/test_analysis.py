@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from synth_traces import build, edges, make_samples
 
 from gpumatch.telemetry.analysis import (
+    active_span,
     bitmask_duty,
     burst_vs_sustained,
     energy_j,
@@ -69,6 +70,50 @@ def test_dips_found_in_utilization_and_power() -> None:
     assert d.longest_s == pytest.approx(2.0, abs=0.11)
     assert 0.15 < d.time_fraction < 0.25
     assert find_dips(make_samples("gemm", 5.0), "util_gpu_pct").count == 0  # type: ignore[union-attr]
+
+
+def _start_up_work_tail(work: str = "gemm", **work_fields: object) -> list[Sample]:
+    """5 s of start-up (idle, no kernel yet), 10 s of work, 1 s of tail: a `gpumatch monitor -- CMD` window."""
+    return (make_samples("idle", 4.9) + make_samples(work, 10.0, t0=5.0, **work_fields)
+            + make_samples("idle", 1.0, t0=15.1))
+
+
+def test_active_span_leaves_out_start_up_and_tail() -> None:
+    a = active_span(_start_up_work_tail(), power_limit_w=700.0)
+    assert a is not None
+    assert (a.t0_s, a.t1_s) == (5.0, 15.0)
+    assert a.lead_in_s == pytest.approx(5.0) and a.tail_s == pytest.approx(1.1)
+    assert a.util_gpu_pct_mean == 100.0 and a.gpm_tensor_active_mean == pytest.approx(93.7)
+    assert active_span(make_samples("idle", 10.0), 700.0) is None
+
+
+def test_active_span_takes_power_as_evidence_before_utilization_catches_up() -> None:
+    # on the H200 the first GEMM samples read 739 W at 1% utilization (utilization averages the last period)
+    s = make_samples("idle", 4.9) + make_samples("gemm", 0.2, t0=5.0, util_gpu_pct=1.0, power_instant_w=739.0) \
+        + make_samples("gemm", 5.0, t0=5.3)
+    a = active_span(s, 700.0)
+    assert a is not None and a.t0_s == 5.0
+    b = active_span(s, None)  # no limit known: utilization alone
+    assert b is not None and b.t0_s == 5.3
+
+
+def test_a_short_utilization_blip_is_not_an_active_span() -> None:
+    # the previous process's utilization window, read for 0.25 s at the start of an idle H200 trace
+    s = make_samples("idle", 0.2, dt=0.05, util_gpu_pct=25.0) + make_samples("idle", 40.0, t0=0.25)
+    assert active_span(s, 700.0) is None
+    assert summarize_gpu(build(s), 0).active is None
+
+
+def test_start_up_and_tail_are_not_dips_but_waits_between_work_are() -> None:
+    s = summarize_gpu(build(_start_up_work_tail()), 0)
+    assert s.active is not None and s.active.lead_in_s == pytest.approx(5.0)
+    assert [d.count for d in s.dips] == [0, 0]
+    assert s.duration_s == pytest.approx(16.1) and s.util_gpu_pct_mean is not None and s.util_gpu_pct_mean < 70
+    # on the whole window, runs touching its ends are ramp-up and tail too
+    assert find_dips(_start_up_work_tail(), "util_gpu_pct").count == 0  # type: ignore[union-attr]
+    waits = make_samples("gemm", 5.0) + make_samples("idle", 1.9, t0=5.1) + make_samples("gemm", 5.0, t0=7.1)
+    d = find_dips(waits, "util_gpu_pct")
+    assert d is not None and d.count == 1 and d.longest_s == pytest.approx(2.0, abs=0.11)
 
 
 def test_burst_vs_sustained_sees_a_clock_drop() -> None:
