@@ -14,11 +14,22 @@ Verdicts (../shared/notes/benchmark-method.md section 4.5), first match wins:
 - ``valid``: none of the above.
 
 Workload classes (GPM where the GPU has it; NVML utilization otherwise, which is weaker because
-``utilization.gpu`` counts any kernel running, so one busy thread reads 100% — section 3):
+``utilization.gpu`` counts any kernel running, so one busy thread reads 100% — section 3). They are
+judged from means over the *active span* (:func:`gpumatch.telemetry.analysis.active_span`: first to
+last sample with NVML utilization >= 5% or instant power >= half the limit), not over the whole
+window: ``gpumatch monitor -- CMD`` opens the window before CMD has started, so process start-up and
+CUDA init (4.9 s of a 15.2-s window on an H200, 2026-12-03) would otherwise dilute every mean. A
+window without an active span is judged over all of it.
 
 - ``idle``: mean NVML utilization < 5%.
-- ``host-bound``: GPM SM-active < 25% although NVML utilization >= 20% (tiny kernels, launch-bound,
-  waiting on the host); without GPM, utilization < 60% with power under 35% of the limit.
+- ``host-bound``: GPM SM-active < 25% and DRAM-bandwidth utilization < 40%, while NVML utilization
+  is >= 20% or SM-active is under a tenth of it (utilization >= 5%). Why the ratio: a tiny kernel
+  runs on one or a few of the GPU's SMs (132 on an H100/H200), so NVML, which counts time with any
+  kernel running, reads it as busy, while GPM SM-active counts SM-time and reads ~1/132 of that. A
+  launch-bound loop of 1-element kernels on an H200 read 20-27% utilization against 0.03% SM-active
+  (host-bound, not "mixed"); a dense GEMM reads 100% against 96%. The DRAM condition keeps a copy
+  that leaves the SMs idle but the memory busy out of this class. Without GPM: utilization < 60%
+  with power under 35% of the limit.
 - ``memory-bound``: GPM DRAM-bandwidth utilization >= 40% and above tensor activity; without GPM,
   NVML memory utilization >= 50%.
 - ``compute-bound``: GPM tensor-active >= 40% or SM-active >= 60%; without GPM, utilization >= 90% and
@@ -34,6 +45,10 @@ from typing import Any
 from gpumatch.telemetry.analysis import GpuSummary, summarize_gpu
 from gpumatch.telemetry.trace import Trace
 
+HOST_BOUND_SM_MAX_PCT = 25.0
+HOST_BOUND_UTIL_PCT = 20.0
+HOST_BOUND_SM_PER_UTIL = 0.1
+HOST_BOUND_DRAM_MAX_PCT = 40.0
 HW_SLOWDOWN_MIN_DUTY = 0.02
 THERMAL_MIN_DUTY = 0.02
 THERMAL_MIN_HEADROOM_C = 5.0
@@ -120,24 +135,62 @@ def judge(s: GpuSummary) -> Verdict:
     return Verdict("valid", tuple(notes) or ("no limiter beyond idle/boost management",))
 
 
+@dataclass(frozen=True)
+class Activity:
+    """The means a workload class is judged from (%, W; None = not reported) and where they come from."""
+
+    util_gpu_pct: float | None
+    util_mem_pct: float | None
+    sm_active_pct: float | None
+    tensor_active_pct: float | None
+    dram_bw_util_pct: float | None
+    power_avg_w: float | None
+    basis: str
+
+
+def activity(s: GpuSummary) -> Activity:
+    """Means over the active span when there is one, else over the whole window."""
+    a = s.active
+    if a is None or a.util_gpu_pct_mean is None:
+        return Activity(s.util_gpu_pct_mean, s.util_mem_pct_mean, s.gpm_sm_active_mean, s.gpm_tensor_active_mean,
+                        s.gpm_dram_bw_util_mean, s.power_avg_w_mean, "")
+    basis = ""
+    if a.lead_in_s + a.tail_s > 0.05 * max(s.duration_s, 1e-9):
+        basis = (f"means over the active {a.duration_s:.1f} s of {s.duration_s:.1f} s (start-up {a.lead_in_s:.1f} s, "
+                 f"tail {a.tail_s:.1f} s left out)")
+    return Activity(a.util_gpu_pct_mean, a.util_mem_pct_mean, a.gpm_sm_active_mean, a.gpm_tensor_active_mean,
+                    a.gpm_dram_bw_util_mean, a.power_avg_w_mean, basis)
+
+
 def classify(s: GpuSummary) -> Verdict:
     """The workload class of one summary (rules in the module docstring)."""
-    util = s.util_gpu_pct_mean
+    act = activity(s)
+    util = act.util_gpu_pct
     if util is None:
         return Verdict("mixed", ("no utilization samples",))
     if util < 5:
-        return Verdict("idle", (f"NVML utilization {util:.1f}%",))
-    sm, tensor, dram = s.gpm_sm_active_mean, s.gpm_tensor_active_mean, s.gpm_dram_bw_util_mean
-    if sm is not None:
-        return _classify_gpm(util, sm, tensor or 0.0, dram or 0.0)
-    return _classify_nvml(s, util)
+        v = Verdict("idle", (f"NVML utilization {util:.1f}%",))
+    elif act.sm_active_pct is not None:
+        v = _classify_gpm(util, act.sm_active_pct, act.tensor_active_pct or 0.0, act.dram_bw_util_pct or 0.0)
+    else:
+        v = _classify_nvml(s, act)
+    return Verdict(v.label, (*v.reasons, act.basis)) if act.basis else v
+
+
+def _pct(v: float) -> str:
+    """A percentage readable at both ends: 82.3%, 0.76%, 0.027%."""
+    return f"{v:.1f}%" if v >= 1 or v == 0 else f"{v:.2g}%"
 
 
 def _classify_gpm(util: float, sm: float, tensor: float, dram: float) -> Verdict:
-    gpm = f"GPM SM-active {sm:.1f}%, tensor {tensor:.1f}%, DRAM BW {dram:.1f}%"
-    if sm < 25 and util >= 20:
-        return Verdict("host-bound", (f"{gpm} against NVML utilization {util:.0f}%: kernels too small or the "
-                                      "host cannot feed the GPU",))
+    gpm = f"GPM SM-active {_pct(sm)}, tensor {_pct(tensor)}, DRAM BW {_pct(dram)}"
+    if sm < HOST_BOUND_SM_MAX_PCT and dram < HOST_BOUND_DRAM_MAX_PCT:
+        if util >= HOST_BOUND_UTIL_PCT:
+            return Verdict("host-bound", (f"{gpm} against NVML utilization {util:.0f}%: kernels too small or the "
+                                          "host cannot feed the GPU",))
+        if sm < HOST_BOUND_SM_PER_UTIL * util:
+            return Verdict("host-bound", (f"{gpm}, under a tenth of NVML utilization {util:.0f}%: kernels occupy "
+                                          "a few SMs, or the host cannot feed the GPU",))
     if dram >= 40 and dram > tensor:
         return Verdict("memory-bound", (gpm,))
     if tensor >= 40 or sm >= 60:
@@ -145,15 +198,16 @@ def _classify_gpm(util: float, sm: float, tensor: float, dram: float) -> Verdict
     return Verdict("mixed", (gpm,))
 
 
-def _classify_nvml(s: GpuSummary, util: float) -> Verdict:
+def _classify_nvml(s: GpuSummary, act: Activity) -> Verdict:
+    util = act.util_gpu_pct or 0.0
     limit = s.power_limit_w
-    power = s.power_avg_w_mean
+    power = act.power_avg_w
     frac = None if not limit or power is None else power / limit
     basis = f"NVML utilization {util:.0f}% (no GPM on this GPU; weaker evidence)"
     if util < 60 and frac is not None and frac < 0.35:
         return Verdict("host-bound", (basis, f"power {frac:.0%} of the limit"))
-    if (s.util_mem_pct_mean or 0) >= 50:
-        return Verdict("memory-bound", (basis, f"NVML memory utilization {s.util_mem_pct_mean:.0f}%"))
+    if (act.util_mem_pct or 0) >= 50:
+        return Verdict("memory-bound", (basis, f"NVML memory utilization {act.util_mem_pct:.0f}%"))
     if util >= 90 and frac is not None and frac >= 0.8:
         return Verdict("compute-bound", (basis, f"power {frac:.0%} of the limit"))
     return Verdict("mixed", (basis,))

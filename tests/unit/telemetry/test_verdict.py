@@ -101,3 +101,33 @@ def test_multi_gpu_traces_are_judged_per_gpu() -> None:
     t = replace(t, devices=(H200_INFO, info1))
     got = {v.summary.gpu_index: v.workload.label for v in analyze(t)}
     assert got == {0: "compute-bound", 1: "idle"}
+
+
+def _monitor_window(work: str, **work_fields: object) -> list:
+    """`gpumatch monitor -- CMD`: 5 s of start-up before the first kernel, 10 s of work, 1 s of tail."""
+    return (make_samples("idle", 4.9) + make_samples(work, 10.0, t0=5.0, **work_fields)
+            + make_samples("idle", 1.0, t0=15.1))
+
+
+def test_start_up_does_not_dilute_the_workload_class() -> None:
+    # the H200 tiny-kernel loop (2026-12-03): 20-27% NVML utilization, 0.03% SM-active, after 5 s of CUDA init
+    v = _one(build(_monitor_window("tiny", util_gpu_pct=22.0, gpm_sm_active=0.03)))
+    assert v.summary.util_gpu_pct_mean is not None and v.summary.util_gpu_pct_mean < 15  # the whole window
+    assert v.workload.label == "host-bound"
+    assert any("active 10.0 s of 16.1 s" in r and "start-up 5.0 s" in r for r in v.workload.reasons)
+    g = _one(build(_monitor_window("gemm"), edges(0.0, 16.1, power_viol_s=9.7)))
+    assert (g.workload.label, g.verdict.label) == ("compute-bound", "valid-power-capped")
+    assert g.summary.power_avg_w_mean is not None and g.summary.power_avg_w_mean < 500  # whole-window values kept
+
+
+@pytest.mark.parametrize(("util", "sm", "dram", "label"), [
+    (12.0, 0.03, 0.0, "host-bound"),   # SM-active under a tenth of utilization: a few SMs busy
+    (12.0, 1.0, 0.0, "host-bound"),
+    (12.0, 2.0, 0.0, "mixed"),         # 2% SM-active is not tiny against 12%: no evidence either way
+    (30.0, 10.0, 0.0, "host-bound"),   # the utilization >= 20% rule
+    (30.0, 10.0, 80.0, "memory-bound"),  # SMs idle but memory busy: not starved by the host
+])
+def test_host_bound_when_sm_active_is_tiny_against_utilization(util: float, sm: float, dram: float,
+                                                               label: str) -> None:
+    t = build(make_samples("tiny", 20.0, util_gpu_pct=util, gpm_sm_active=sm, gpm_dram_bw_util=dram))
+    assert _one(t).workload.label == label
