@@ -39,7 +39,7 @@ CONTEXT = {"allow_interspersed_args": False}
 
 _COLUMNS = ["gpu", "name", "workload", "verdict", "duration_s", "power_avg_w", "power_inst_max_w", "energy_j",
             "sm_clock_mhz", "sm_clock_p5_mhz", "util_gpu_pct", "gpm_sm_pct", "gpm_tensor_pct", "gpm_dram_pct",
-            "power_cap_duty", "temp_max_c", "idle_power_w"]
+            "power_cap_duty", "temp_max_c", "idle_power_w", "busy_s", "start_up_s", "tail_s"]
 
 
 def monitor(
@@ -187,6 +187,8 @@ def _rows(result: Any) -> list[dict[str, Any]]:
             "util_gpu_pct": s.util_gpu_pct_mean, "gpm_sm_pct": s.gpm_sm_active_mean,
             "gpm_tensor_pct": s.gpm_tensor_active_mean, "gpm_dram_pct": s.gpm_dram_bw_util_mean,
             "power_cap_duty": power_cap_duty(s), "temp_max_c": s.gpu_temp_c_max, "idle_power_w": s.idle_power_w,
+            "busy_s": a.duration_s if (a := s.active) else None, "start_up_s": a.lead_in_s if a else None,
+            "tail_s": a.tail_s if a else None,
         })
     return rows
 
@@ -212,9 +214,13 @@ def _render(result: Any, fmt: Format) -> None:
         duty = s.violation_duty or {k: d for k, d in s.throttle_duty.items() if d > 0}
         lines.append(f"  limited ({s.throttle_source}): " + (", ".join(f"{k} {d:.0%}" for k, d in duty.items() if d > 0)
                                                           or "none"))
+        a = s.active
+        if a is not None and (a.lead_in_s >= 0.5 or a.tail_s >= 0.5):
+            lines.append(f"  busy {a.duration_s:.1f} s of {s.duration_s:.1f} s: start-up {a.lead_in_s:.1f} s before "
+                         f"the first kernel, tail {a.tail_s:.1f} s after the last (not counted as dips)")
         for d in s.dips:
             if d.count:
-                lines.append(f"  dips in {d.signal}: {d.count}, {d.time_fraction:.0%} of the time, longest "
+                lines.append(f"  dips in {d.signal}: {d.count}, {d.time_fraction:.0%} of the busy time, longest "
                              f"{d.longest_s:.1f} s (waiting on data loading or communication?)")
         if s.burst and s.burst.sm_clock_ratio is not None:
             lines.append(f"  sustained/burst SM clock {s.burst.sm_clock_ratio:.3f} (first {s.burst.burst_window_s:.0f}"
