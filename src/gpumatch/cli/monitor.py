@@ -154,8 +154,11 @@ def _save(_: Any, result: Any, manifest: dict[str, Any], kind: str, name: str, u
 
 def _finish(st: Any, run_id: int, result: Any) -> None:
     from gpumatch.errors import GpumatchError
+    from gpumatch.telemetry.stored import trace_events
 
     try:
+        for t_s, gpu_index, kind, data in trace_events(result.trace):  # what `runs export` needs back
+            st.add_event(run_id, t_s, kind, data, gpu_index=gpu_index)
         for row in _rows(result):
             cfg = {"gpu_index": row["gpu"]}
             for metric, key, unit in (("energy_j", "energy_j", "J"), ("power_avg_w", "power_avg_w", "W"),

@@ -1,4 +1,5 @@
-"""``gpumatch runs list|show``: what the results store holds (runs, results, failures, samples)."""
+"""``gpumatch runs list|show|export``: what the results store holds (runs, results, failures, samples), and a
+stored run's telemetry back as a trace file."""
 
 from __future__ import annotations
 
@@ -76,3 +77,38 @@ def show_run(
         if data["failures"]:
             emit("")
             emit_rows(data["failures"], fmt, ["failure_id", "error_class", "message", "config"], title="Failures")
+
+
+_EXPORT_HELP = (
+    "Write a stored run's telemetry as a trace file (.csv or .parquet, plus a .json sidecar), the format "
+    "'gpumatch monitor --output' writes and '--replay' reads.\n\n"
+    "Example: gpumatch runs export 3 --output run3.csv && gpumatch monitor --replay run3.csv"
+)
+
+
+OutputOption = typer.Option(..., "--output", "-o", help="Trace file to write: .csv or .parquet (+ a .json sidecar).")
+
+
+@app.command("export", help=_EXPORT_HELP)
+def export_run(
+    run_id: int = typer.Argument(..., help="Run id from 'gpumatch runs list'."),
+    output: Path = OutputOption,
+    store: Path | None = StoreOption,
+) -> None:
+    import sys
+
+    from gpumatch.errors import InputError
+    from gpumatch.store import open_store
+    from gpumatch.telemetry.stored import trace_from_run
+    from gpumatch.telemetry.trace import write_trace
+
+    if output.suffix.lower() not in (".csv", ".parquet"):
+        raise InputError(f"--output must end in .csv or .parquet, not '{output.suffix or output.name}'",
+                         "e.g. --output trace.csv")
+    with open_store(store) as st:
+        data = st.export_run(run_id, samples=True)
+    if not data["samples"]:
+        raise InputError(f"run {run_id} has no telemetry samples", "export a monitor run (gpumatch runs list "
+                         "--kind monitor)")
+    written = write_trace(trace_from_run(data), output)
+    sys.stderr.write(f"gpumatch: run {run_id} written to {', '.join(str(p) for p in written)}\n")

@@ -143,3 +143,51 @@ def test_a_killed_monitor_leaves_a_readable_store(tmp_path: Path) -> None:
         assert run.kind == "monitor" and run.status == "interrupted"
         assert run.n_samples >= 50  # 0.02 s sampling, flushed at least once before the kill
         assert st.integrity_check() == "ok"
+
+
+def test_a_monitor_run_exports_back_to_the_trace_it_recorded(gemm_csv: Path, tmp_path: Path, capsys) -> None:
+    assert main(["monitor", "--replay", str(gemm_csv), "-o", str(tmp_path / "direct.csv")]) == 0
+    with open_store() as st:
+        (run,) = st.runs()
+        assert [e.kind for e in st.events(run.run_id)] == ["edge", "edge"]  # window-edge counters are kept
+    out = tmp_path / "exported.csv"
+    assert main(["runs", "export", str(run.run_id), "--output", str(out)]) == 0
+    assert f"run {run.run_id} written to" in capsys.readouterr().err
+    assert out.read_text() == (tmp_path / "direct.csv").read_text()
+    got, want = read_trace(out), read_trace(tmp_path / "direct.csv")
+    assert got.edges == want.edges and got.devices == want.devices and got.system == want.system
+    assert got.interval_s == want.interval_s and got.stats == want.stats
+    assert got.meta["exported_from_run"]["run_id"] == run.run_id and "missing" not in got.meta
+    assert got.meta["recorded_labels"] == [{"gpu_index": 0, "workload": "compute-bound",
+                                            "verdict": "valid-power-capped"}]
+    capsys.readouterr()
+    assert main(["monitor", "--replay", str(out), "--no-store", "-f", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["gpus"][0]["workload"], d["gpus"][0]["verdict"]) == ("compute-bound", "valid-power-capped")
+    assert d["gpus"][0]["summary"]["energy_source"] == "counter"
+
+
+def test_runs_export_errors_are_one_line(gemm_csv: Path, tmp_path: Path, capsys) -> None:
+    with open_store() as st:
+        empty = st.begin_run("bench", "no telemetry", {}, {})
+        st.end_run(empty, "completed")
+    assert main(["runs", "export", str(empty), "-o", str(tmp_path / "t.csv")]) == 2
+    assert main(["runs", "export", "999", "-o", str(tmp_path / "t.csv")]) == 2
+    assert main(["runs", "export", str(empty), "-o", str(tmp_path / "t.txt")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(e.startswith("gpumatch: error:") for e in err)
+    assert "has no telemetry samples" in err[0] and "no run 999" in err[1] and ".csv or .parquet" in err[2]
+    assert not (tmp_path / "t.csv").exists()
+
+
+def test_an_old_run_without_edge_events_exports_with_a_note(tmp_path: Path) -> None:
+    from gpumatch.telemetry.stored import trace_from_run
+
+    with open_store() as st:
+        rid = st.begin_run("monitor", "python x.py", {"gpus": [{"index": 0, "name": "NVIDIA H200"}]},
+                           {"interval_s": 0.05})
+        st.add_samples(rid, [{"t_s": 0.0, "util_gpu_pct": 3.0}, {"t_s": 0.05, "gpu_index": 0, "extra_key": 1.0}])
+        st.end_run(rid, "completed")
+        trace = trace_from_run(st.export_run(rid, samples=True))
+    assert len(trace.samples) == 2 and trace.edges == () and trace.interval_s == 0.05
+    assert trace.devices[0].name == "NVIDIA H200" and "edges" in trace.meta["missing"][0]

@@ -1,0 +1,85 @@
+"""A trace as results-store records and back: what ``gpumatch monitor`` saves, and what
+``gpumatch runs export`` rebuilds into a trace file.
+
+The store knows nothing of telemetry types, so a monitor run holds plain data (docs/store.md):
+
+- ``samples``: one dict per sample, keyed by :data:`~gpumatch.telemetry.types.SAMPLE_FIELDS`;
+- ``events``: kind ``"edge"`` (data = :meth:`EdgeCounters.to_dict`) for every window-edge counter
+  read, and kind ``"xid"`` (data = ``{"xid": N}``) for every Xid, at ``t_s`` on the sampler's clock;
+- the manifest: ``driver`` (:meth:`SystemInfo.to_dict`) and ``gpus`` (:meth:`DeviceInfo.to_dict`);
+- ``config["interval_s"]``; the summary: ``sampler`` (the sampler's cost) and ``command``.
+
+:func:`trace_from_run` reads the dict of ``Store.export_run(run_id, samples=True)``. Runs saved before
+the edge events existed (gpumatch before 2026-12-03) have none; their trace then says so in
+``meta["missing"]``, and an analysis of it integrates energy from power and takes throttle duty from
+the sampled reason bits instead of the counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpumatch.telemetry.trace import SamplerStats, Trace
+from gpumatch.telemetry.types import SAMPLE_FIELDS, DeviceInfo, EdgeCounters, Sample, SystemInfo, XidEvent
+
+EDGE_EVENT = "edge"
+XID_EVENT = "xid"
+
+#: (t_s, gpu_index, kind, data): the arguments of ``Store.add_event`` after the run id.
+Event = tuple[float, int | None, str, dict[str, Any]]
+
+
+def trace_events(trace: Trace) -> list[Event]:
+    """The window-edge counter reads and Xid events of ``trace``, as store events, in time order."""
+    out: list[Event] = [(e.t_s, e.gpu_index, EDGE_EVENT, e.to_dict()) for e in trace.edges]
+    out += [(x.t_s, x.gpu_index, XID_EVENT, {"xid": x.xid}) for x in trace.xid_events]
+    return sorted(out, key=lambda ev: ev[0])
+
+
+def trace_from_run(export: Mapping[str, Any]) -> Trace:
+    """Rebuild the trace of one stored run from ``Store.export_run(run_id, samples=True)``."""
+    run: Mapping[str, Any] = export["run"]
+    events: list[Mapping[str, Any]] = list(export.get("events") or [])
+    samples = tuple(_sample(s) for s in export.get("samples") or [])
+    manifest: Mapping[str, Any] = run.get("manifest") or {}
+    summary: Mapping[str, Any] = run.get("summary") or {}
+    devices = tuple(DeviceInfo.from_dict(g) for g in manifest.get("gpus") or [])
+    edges = tuple(EdgeCounters.from_dict(e["data"]) for e in events if e.get("kind") == EDGE_EVENT)
+    xids = tuple(XidEvent(float(e["t_s"]), int(e["gpu_index"] if e.get("gpu_index") is not None else -1),
+                          int(e["data"]["xid"])) for e in events if e.get("kind") == XID_EVENT)
+    stats = summary.get("sampler") or {}
+    interval = (run.get("config") or {}).get("interval_s") or summary.get("interval_s") or 0.1
+    return Trace(
+        samples=samples,
+        devices=devices or tuple(DeviceInfo(index=i, name="unknown") for i in sorted({s.gpu_index for s in samples})),
+        system=SystemInfo.from_dict(manifest.get("driver") or {}),
+        edges=edges,
+        xid_events=xids,
+        interval_s=float(interval),
+        stats=SamplerStats(**{k: v for k, v in stats.items() if k in SamplerStats.__dataclass_fields__}),
+        meta=_meta(run, summary, edges),
+    )
+
+
+def _sample(d: Mapping[str, Any]) -> Sample:
+    """A stored sample dict (extra keys ignored; ``gpu_index`` defaults to 0 as in the store)."""
+    rest = {k: d.get(k) for k in SAMPLE_FIELDS if k not in ("t_s", "gpu_index")}
+    return Sample(t_s=float(d["t_s"]), gpu_index=int(d.get("gpu_index") or 0), **rest)
+
+
+def _meta(run: Mapping[str, Any], summary: Mapping[str, Any], edges: tuple[EdgeCounters, ...]) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "exported_from_run": {k: run.get(k) for k in ("run_id", "kind", "name", "status", "started_at",
+                                                      "manifest_sha256")},
+    }
+    if summary.get("command"):
+        meta["command"] = list(summary["command"])
+    recorded = [{k: g.get(k) for k in ("gpu_index", "workload", "verdict")} for g in summary.get("gpus") or []]
+    if recorded:
+        meta["recorded_labels"] = recorded
+    if not edges:
+        meta["missing"] = ["edges: the run has no window-edge counter events (saved by gpumatch monitor since "
+                           "2026-12-03), so energy is integrated from power and throttle duty comes from the "
+                           "sampled reason bits"]
+    return meta
