@@ -4,7 +4,9 @@
 #
 # Usage (device machine, repo root; wheels for pydantic/typer/rich in .carry/ when the machine lacks them):
 #     OUT=/some/dir bash benchmarks/gpu/new_user_check.sh
-# Writes $OUT/log.txt (everything printed), doctor.json, monitor-gemm.csv/.json, results.sqlite, pytest.txt.
+# Writes $OUT/log.txt (everything printed), doctor.json, monitor-gemm.csv/.json, export-*.csv/.json,
+# results.sqlite, pytest.txt. PYTEST_PATHS (default: the GPU, telemetry and store tests) and PYTEST_TIMEOUT_S
+# (default 240) bound the test step: the whole suite outlasted a 10-minute device call on 2026-12-03.
 set -u
 OUT=${OUT:?set OUT to a folder}
 if ls .carry/*.whl >/dev/null 2>&1; then
@@ -56,10 +58,15 @@ torch.cuda.synchronize()' | tail -c 3000
   step "gpumatch runs show (newest)"
   id=$(gpumatch runs list --format json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(max(x["run_id"] for x in r) if r else "")')
   gpumatch runs show "$id" | head -60; echo "rc=$?"
+  step "gpumatch runs export (the GEMM and tiny-kernel runs back to trace files, then replayed)"
+  gpumatch runs export 1 --output "$OUT/export-gemm.csv"; echo "rc=$?"
+  gpumatch runs export 2 --output "$OUT/export-tiny.csv"; echo "rc=$?"
+  gpumatch monitor --replay "$OUT/export-tiny.csv" | head -12; echo "rc=$?"
+  gpumatch runs export 99 --output "$OUT/nope.csv"; echo "rc=$? (unknown run: expect 2)"
   step "sqlite integrity"; python3 -c '
 import sqlite3; c = sqlite3.connect("/tmp/gpumatch-home/results.sqlite")
 print(c.execute("pragma integrity_check").fetchone(), c.execute("select count(*) from runs").fetchone())'
 } 2>&1 | tee "$OUT/log.txt"
 cp /tmp/gpumatch-home/results.sqlite "$OUT/results.sqlite" 2>/dev/null
 step "pytest (all tests, GPU present)" | tee -a "$OUT/log.txt"
-python3 -m pytest -q -p no:cacheprovider -rs tests 2>&1 | tail -40 | tee "$OUT/pytest.txt" | tee -a "$OUT/log.txt"
+timeout "${PYTEST_TIMEOUT_S:-240}" python3 -m pytest -q -p no:cacheprovider -rs ${PYTEST_PATHS:-tests/gpu tests/unit/telemetry tests/unit/store} 2>&1 | tail -40 | tee "$OUT/pytest.txt" | tee -a "$OUT/log.txt"

@@ -33,6 +33,21 @@ def _row(run: Any, table: bool) -> dict[str, Any]:
     return d
 
 
+_CELL_WIDTH = 100
+
+
+def _cell(value: Any) -> Any:
+    """A table cell: nested objects (manifest, config, summary) as one line cut at ``_CELL_WIDTH``."""
+    if not isinstance(value, dict | list):
+        return value
+    import json
+
+    text = json.dumps(value, separators=(", ", ": "), default=str)
+    if len(text) <= _CELL_WIDTH:
+        return text
+    return text[: _CELL_WIDTH - 30] + f"… ({len(text):,} chars; --format json)"
+
+
 @app.command("list", help="List runs, newest first. Example: gpumatch runs list --kind monitor --format json")
 def list_runs(
     kind: str = typer.Option("", help="Only runs of this kind (bench, monitor, ...)."),
@@ -70,7 +85,7 @@ def show_run(
         run = dict(data["run"])
         for key in ("writer", "started_unix_s"):
             run.pop(key, None)
-        emit_object(run, fmt)
+        emit_object({k: _cell(v) for k, v in run.items()}, fmt)
         if data["results"]:
             emit("")
             emit_rows(data["results"], fmt, ["result_id", "metric", "value", "unit", "config"], title="Results")

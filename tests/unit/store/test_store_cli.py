@@ -83,3 +83,17 @@ def test_list_table_keeps_a_multiline_command_on_one_row(store_path: Path, capsy
     assert code == 0 and len(row) == 1 and "import torch x = torch" in row[0] and "…" in row[0]
     code, out, _ = _run(capsys, "runs", "list", "--store", str(store_path), "--format", "csv")
     assert code == 0 and next(iter(csv.DictReader(io.StringIO(out))))["name"] == script
+
+
+def test_show_table_keeps_a_large_manifest_to_one_short_line(store_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = {"gpu": "H200", "packages": {f"pkg{i}": "1.0.0" for i in range(200)}}
+    with open_store(store_path) as s:
+        run = s.begin_run("monitor", "sleep 30", manifest, {"interval_s": 0.05})
+        s.end_run(run, "completed")
+    code, out, _ = _run(capsys, "runs", "show", str(run), "--store", str(store_path))
+    line = next(ln for ln in out.splitlines() if ln.startswith("manifest "))
+    assert code == 0 and len(line) < 160 and "--format json" in line
+    assert '{"interval_s": 0.05}' in out  # a short object stays whole
+    code, out, _ = _run(capsys, "runs", "show", str(run), "--store", str(store_path), "--format", "json")
+    assert json.loads(out)["run"]["manifest"] == manifest  # JSON keeps everything
