@@ -117,11 +117,16 @@ def _overlay_files(folder: Path) -> Iterable[tuple[str, Path]]:
 
 def _load_gpu_files(files: Iterable[tuple[str, Any]], origin: str) -> list[GpuSpec]:
     """Validate every file; two files defining the same canonical name are an error naming both."""
-    specs: list[GpuSpec] = []
+    return [spec for _, spec in _load_labelled(files, origin)]
+
+
+def _load_labelled(files: Iterable[tuple[str, Any]], origin: str) -> list[tuple[str, GpuSpec]]:
+    specs: list[tuple[str, GpuSpec]] = []
     seen: dict[str, str] = {}
     for label, p in files:
         gf = validate(GpuFile, read_toml(p, label), label)
         _check_finite([(f"{w}.value", f.value) for w, f in gf.figures()] + _price_numbers(gf.prices), label)
+        _check_physical(gf, label)
         spec = spec_from_file(gf, origin)
         key = normalize(spec.name)
         if key in seen:
@@ -130,8 +135,29 @@ def _load_gpu_files(files: Iterable[tuple[str, Any]], origin: str) -> list[GpuSp
                 "give it another name, or delete one of the two files",
             )
         seen[key] = label
-        specs.append(spec)
+        specs.append((label, spec))
     return specs
+
+
+def _keys(g: GpuSpec) -> set[str]:
+    return {k for k in (normalize(g.name), *(normalize(a) for a in g.aliases)) if k}
+
+
+def _check_collisions(merged: list[GpuSpec], overlay: list[tuple[str, GpuSpec]]) -> None:
+    """An overlay SKU's name or alias may not be another SKU's name or alias (lookups would turn
+    ambiguous). Overriding a SKU by its canonical name replaces it, aliases included, so that one
+    is not a collision."""
+    for label, mine in overlay:
+        for other in merged:
+            if other is mine:
+                continue
+            shared = _keys(mine) & _keys(other)
+            if shared:
+                names = [n for n in (mine.name, *mine.aliases) if normalize(n) in shared]
+                raise DataFileError(
+                    f"{label}: name or alias {names[0]!r} is already used by GPU {other.name!r}",
+                    f"remove or rename that alias, or name the file's SKU {other.name!r} to replace it",
+                )
 
 
 def _price_numbers(quotes: Iterable[PriceQuote], prefix: str = "prices") -> list[tuple[str, float]]:
@@ -149,6 +175,41 @@ def _check_finite(numbers: list[tuple[str, float]], label: str) -> None:
     for where, v in numbers:
         if not math.isfinite(v):
             raise DataFileError(f"{label}: field '{where}': {v} is not a finite number", "fix that field")
+
+
+# Fields that must be strictly positive (a 0-byte card divides estimates by zero) and the most any
+# real or near-future single GPU could have. Built-in maxima (2026): 256 GB, 7.7 TB/s, 1000 W,
+# 1.8 TB/s NVLink, 9e15 FLOP/s (dense fp4); the ceilings leave one to two orders of magnitude.
+_POSITIVE = ("memory.capacity_bytes", "memory.bandwidth_bytes_per_s", "tdp_w")
+_CEILINGS: tuple[tuple[str, float, str], ...] = (
+    ("memory.capacity_bytes", 1e13, "10 TB"),
+    ("memory.reported_bytes", 1e13, "10 TB"),
+    ("memory.l2_cache_bytes", 1e11, "100 GB"),
+    ("memory.bandwidth_bytes_per_s", 1e14, "100 TB/s"),
+    ("tdp_w", 1e4, "10 kW"),
+    ("interconnect.scale_up_bytes_per_s", 1e14, "100 TB/s"),
+    ("peak_flops_per_s.", 1e17, "1e17 FLOP/s"),
+)
+
+
+def _check_physical(gf: GpuFile, label: str) -> None:
+    """Reject physically impossible figures (SI units): zero memory/bandwidth/TDP, or absurd values.
+
+    The schema only asks for ``value >= 0``; a 0 here made ``estimate`` crash on a division and
+    ``plan`` print numpy warnings, and ``bf16 = 1e30`` was taken at face value.
+    """
+    for where, fig in gf.figures():
+        if where in _POSITIVE and fig.value <= 0:
+            raise DataFileError(
+                f"{label}: field '{where}.value': {fig.value:g} must be greater than 0",
+                "give the datasheet figure in SI units (bytes, bytes/s, W)",
+            )
+        for prefix, ceiling, shown in _CEILINGS:
+            if where.startswith(prefix) and fig.value > ceiling:
+                raise DataFileError(
+                    f"{label}: field '{where}.value': {fig.value:g} is implausibly large (over {shown})",
+                    "check the unit and the exponent (values are SI: bytes, bytes/s, FLOP/s, W)",
+                )
 
 
 def _merge(base: list[GpuSpec], overlay: list[GpuSpec]) -> list[GpuSpec]:
@@ -199,8 +260,10 @@ def load_catalog(settings: Settings | None = None) -> Catalog:
     key = (str(s.home), _overlay_stamp(s))
     if key not in _CACHE:
         builtin = _load_gpu_files(_builtin_files(), "builtin")
-        overlay = _load_gpu_files(_overlay_files(s.gpu_overlay_dir), "overlay")
-        merged = _apply_prices(_merge(builtin, overlay), s.price_overlay_dir)
+        overlay = _load_labelled(_overlay_files(s.gpu_overlay_dir), "overlay")
+        merged = _merge(builtin, [spec for _, spec in overlay])
+        _check_collisions(merged, overlay)
+        merged = _apply_prices(merged, s.price_overlay_dir)
         _CACHE[key] = Catalog(tuple(merged))
     return _CACHE[key]
 

@@ -326,3 +326,74 @@ def test_malformed_price_file_gives_one_line_naming_file_and_field(
     assert str(path) in line
     for word in words:
         assert word in line, f"{word!r} missing from: {line}"
+
+
+# --- physically impossible figures and alias collisions (QA 2026-12-03) ----------------------------
+
+PHYSICAL = [
+    ("zero-memory", sku(memory="0"), "field 'memory.capacity_bytes.value'", "greater than 0"),
+    ("zero-tdp", sku(tdp="0"), "field 'tdp_w.value'", "greater than 0"),
+    (
+        "zero-bandwidth",
+        sku().replace("value = 2e12", "value = 0"),
+        "field 'memory.bandwidth_bytes_per_s.value'",
+        "greater than 0",
+    ),
+    (
+        "absurd-bf16",
+        sku().replace("value = 400e12", "value = 1e30"),
+        "field 'peak_flops_per_s.bf16.value'",
+        "implausibly",
+    ),
+    ("absurd-memory", sku(memory="1e20"), "field 'memory.capacity_bytes.value'", "implausibly"),
+    ("absurd-tdp", sku(tdp="1e9"), "field 'tdp_w.value'", "implausibly"),
+]
+
+
+@pytest.mark.parametrize(("text", "field", "why"), [p[1:] for p in PHYSICAL], ids=[p[0] for p in PHYSICAL])
+def test_physically_impossible_figures_are_rejected(gpu_dir: Path, text: str, field: str, why: str) -> None:
+    path = gpu_dir / "mygpu.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataFileError) as info:
+        load_catalog()
+    line = str(info.value)
+    assert str(path) in line and field in line and why in line and "\n" not in line
+
+
+def test_zero_memory_overlay_gives_exit_2_in_the_cli(gpu_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpumatch.cli.app import main
+
+    (gpu_dir / "mygpu.toml").write_text(sku(name="MyGPU", aliases="", memory="0"), encoding="utf-8")
+    assert main(["gpus", "show", "MyGPU"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert "mygpu.toml" in err and "memory.capacity_bytes" in err
+
+
+@pytest.mark.parametrize("alias", ['"H100 SXM"', '"h100-sxm5-80gb"', '"tc9000", "rtx4090"'])
+def test_alias_colliding_with_a_builtin_is_rejected(gpu_dir: Path, alias: str) -> None:
+    path = gpu_dir / "clash.toml"
+    path.write_text(sku(aliases=alias), encoding="utf-8")
+    with pytest.raises(DataFileError, match=r"already used by GPU") as info:
+        load_catalog()
+    assert str(path) in str(info.value)
+
+
+def test_overlay_name_equal_to_a_builtin_alias_is_rejected(gpu_dir: Path) -> None:
+    (gpu_dir / "clash.toml").write_text(sku(name="H100 SXM", aliases=""), encoding="utf-8")
+    with pytest.raises(DataFileError, match=r"'H100 SXM' is already used by GPU"):
+        load_catalog()
+
+
+def test_override_by_name_may_keep_the_builtin_aliases(gpu_dir: Path) -> None:
+    original = load_catalog().get("H100 SXM5 80GB")
+    aliases = ", ".join(f'"{a}"' for a in original.aliases)
+    (gpu_dir / "mine.toml").write_text(sku(name=original.name, aliases=aliases, memory="81e9"), "utf-8")
+    assert load_catalog().get("H100 SXM").memory_bytes == 81_000_000_000
+
+
+def test_two_overlay_files_sharing_an_alias_are_rejected(gpu_dir: Path) -> None:
+    (gpu_dir / "a.toml").write_text(sku(name="Card A", aliases='"same"'), encoding="utf-8")
+    (gpu_dir / "b.toml").write_text(sku(name="Card B", aliases='"same"'), encoding="utf-8")
+    with pytest.raises(DataFileError, match=r"'same' is already used by GPU"):
+        load_catalog()
