@@ -14,13 +14,17 @@ Mapping choices (and why):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from gpumatch.errors import InputError
 from gpumatch.estimate import Site
 from gpumatch.models.arch import ModelArch
 from gpumatch.workload import Workload
+from gpumatch.workload.schema import MoneySection, PowerSection, TargetsSection
 
 DEFAULT_MAX_GPUS = 64
 
@@ -150,6 +154,53 @@ def from_workload(wl: Workload) -> PlanRequest:
 _TASKS = ("infer", "serve", "dev", "train", "finetune", "lora", "qlora")
 _PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
 _POSITIVE = ("batch", "micro_batch", "seq", "prompt", "gen", "max_gpus", "gpus_per_node", "tp", "pp", "lora_rank")
+#: Numeric options checked by the workload file's own rules (schema section, field), with the flag and an example.
+_SCHEMA_CHECKED: dict[str, tuple[type[BaseModel], str, str, str]] = {
+    "budget_usd": (MoneySection, "purchase_budget_usd", "--budget-usd", "--budget-usd 20000"),
+    "w_per_node": (PowerSection, "w_per_node", "--power-w-per-node", "--power-w-per-node 10000"),
+    "psu_w": (PowerSection, "psu_w", "--psu-w", "--psu-w 1600"),
+    "ttft_p50_s": (TargetsSection, "ttft_p50_s", "--ttft-s", "--ttft-s 0.5"),
+    "tpot_p50_s": (TargetsSection, "tpot_p50_s", "--tpot-s", "--tpot-s 0.05"),
+    "tokens_per_s": (TargetsSection, "tokens_per_s", "--tokens-per-s", "--tokens-per-s 2000"),
+}
+#: Options that only one kind of task reads: (option, flag).
+_INFERENCE_ONLY = (("kv_precision", "--kv-precision"), ("prompt", "--prompt"), ("gen", "--gen"),
+                   ("ttft_p50_s", "--ttft-s"), ("tpot_p50_s", "--tpot-s"))
+_TRAINING_ONLY = (("micro_batch", "--micro-batch"), ("seq", "--seq"))
+
+
+def check_quantities(opts: dict[str, Any]) -> None:
+    """Finite, and valid by the workload file's rule for the same field (budget, power, targets > 0)."""
+    for name, (section, fld, flag, example) in _SCHEMA_CHECKED.items():
+        if name not in opts:
+            continue
+        value = opts[name]
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{flag} must be a finite number, got {value}", f"give a number, e.g. {example}")
+        try:
+            section.model_validate({fld: value})
+        except ValidationError as e:
+            msg = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+            raise InputError(f"{flag} {value:g}: {msg[:1].lower()}{msg[1:]}",
+                             f"e.g. {example}, or leave {flag} out") from e
+
+
+def check_task_options(req: PlanRequest, given: set[str]) -> None:
+    """Reject options given on the command line that the request's task would ignore."""
+    if req.training:
+        for name, flag in _INFERENCE_ONLY:
+            if name in given:
+                raise InputError(f"{flag} is for inference, not task {req.task!r}", f"remove {flag}")
+    else:
+        task = "dev" if req.dev else req.task
+        for name, flag in _TRAINING_ONLY:
+            if name in given:
+                raise InputError(f"{flag} is for training; task {task!r} reads --prompt and --gen",
+                                 f"remove {flag}" + ("; the context is --prompt + --gen" if name == "seq" else ""))
+    both = sorted(set(req.gpus_allow) & set(req.gpus_deny))
+    if both:
+        raise InputError(f"{', '.join(both)} is both allowed and denied (--gpu / gpus.allow and --exclude / "
+                         "gpus.deny)", "keep it in one list")
 
 
 def with_options(base: PlanRequest | None, model: ModelArch | None, **options: Any) -> PlanRequest:
@@ -174,6 +225,8 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
     for name in _POSITIVE:
         if name in opts and opts[name] < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {opts[name]}")
+    check_quantities(opts)
+    given = set(opts)
     if base is None:
         if model is None:
             raise InputError("a model is needed: give a workload file or --model", "see 'gpumatch plan --help'")
@@ -183,6 +236,7 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
         req = replace(base, **opts) if model is None else replace(base, model=model, **opts)
     if req.training and req.dev:
         raise InputError("task 'dev' plans inference; it cannot be combined with training options")
+    check_task_options(req, given)
     if req.micro_batch and req.micro_batch > req.batch and req.training:
         raise InputError(f"--micro-batch {req.micro_batch} exceeds the global --batch {req.batch}")
     return req

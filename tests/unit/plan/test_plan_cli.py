@@ -44,6 +44,26 @@ def test_plan_flags_table_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
         (["plan", "--model", "llama-3.1-8b", "--gpu", "H1000"], "H1000"),
         (["plan", "--model", "gpt-17"], "gpt-17"),
         (["plan", "no/such/file.toml"], "no/such/file.toml"),
+        *[(["plan", "--model", "llama-3.1-8b", "--task", "serve", flag, value], says)
+          for flag, value, says in [
+              ("--budget-usd", "-5", "--budget-usd -5: input should be greater than 0"),
+              ("--budget-usd", "nan", "--budget-usd must be a finite number"),
+              ("--budget-usd", "inf", "--budget-usd must be a finite number"),
+              ("--psu-w", "-1", "--psu-w -1: input should be greater than 0"),
+              ("--psu-w", "0", "--psu-w 0: input should be greater than 0"),
+              ("--tpot-s", "-1", "--tpot-s -1"),
+              ("--tokens-per-s", "inf", "--tokens-per-s must be a finite number"),
+              ("--power-w-per-node", "0", "--power-w-per-node 0"),
+              ("--power-w-per-node", "nan", "--power-w-per-node must be a finite number"),
+              ("--ttft-s", "0", "--ttft-s 0"),
+              ("--ttft-s", "nan", "--ttft-s must be a finite number"),
+              ("--micro-batch", "2", "--micro-batch is for training"),
+              ("--seq", "100", "--seq is for training"),
+          ]],
+        *[(["plan", "--model", "llama-3.1-8b", "--task", "lora", flag, value], f"{flag} is for inference")
+          for flag, value in [("--kv-precision", "fp8"), ("--prompt", "10"), ("--gen", "5"), ("--ttft-s", "1")]],
+        (["plan", "--model", "llama-3.1-8b", "--task", "serve", "--seq", "100", "--prompt", "50"], "--seq is for"),
+        (["plan", "--model", "llama-3.1-8b", "--gpu", "L4", "--exclude", "L4"], "L4 is both allowed and denied"),
     ],
 )
 def test_bad_input_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:
