@@ -78,7 +78,8 @@ def table_text(d: dict[str, Any]) -> str:
     for role, entries in d["shortlist"].items():
         title = f"\n== {d['roles'][role]} ({role})"
         if not entries:
-            parts.append(f"{title}: no feasible candidate (see the failed configurations below)")
+            where = "see the failed configurations below" if d["rejected"] else "none within the role's limits"
+            parts.append(f"{title}: no feasible candidate ({where})")
             continue
         parts.append(to_table(shortlist_rows(entries, training), title=title))
         parts.append("\n".join(entry_notes(entries)))

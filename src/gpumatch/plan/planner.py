@@ -17,12 +17,13 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec, load_catalog
+from gpumatch.errors import InputError
 from gpumatch.estimate import BOUNDS, DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.candidates import GpuTable, gpu_table
 from gpumatch.estimate.precision import WEIGHT_PRECISIONS
 from gpumatch.estimate.setup import SCALEUP_DOMAIN
 from gpumatch.plan import explain, metrics, rules
-from gpumatch.plan.candidates import CandidateSet, Mitigation, enumerate_candidates
+from gpumatch.plan.candidates import TP_DEGREES, CandidateSet, Mitigation, enumerate_candidates
 from gpumatch.plan.inputs import PlanRequest, from_workload
 from gpumatch.plan.roles import Role, applicable, ecosystem, mitigation_risk, reliability, score, term_values
 from gpumatch.workload import Workload
@@ -82,7 +83,11 @@ def plan(
     domain = np.array([SCALEUP_DOMAIN.get(g.scale_up, 1.0) for g in specs])
     facts = rules.gpu_facts(req, specs, domain)
     prices = _prices(req, specs, table)
+    check_pins(req)
     cs = enumerate_candidates(req, len(specs))
+    if not len(cs):
+        raise InputError(f"no GPU count up to {req.max_gpus} ({req.gpus_per_node} per node) takes "
+                         f"{_pins(req)}", "raise --max-gpus, change --gpus-per-node, or drop --tp/--pp")
     code = rules.structural(req, facts, cs, _supported(cs, table))
     est: dict[str, FloatArray] = {"total_bytes": np.full(len(cs), np.nan), "capacity_bytes": np.full(len(cs), np.nan)}
     idx = np.flatnonzero(code == 0)
@@ -112,8 +117,36 @@ def plan(
         feasible=int(feasible.size),
         elapsed_s=time.perf_counter() - t0,
         basis=cal.basis,
-        notes=_notes(req, shortlist, chosen),
+        notes=_notes(req, shortlist, chosen, bool(rejected)),
     )
+
+
+def check_pins(req: PlanRequest) -> None:
+    """A pinned TP/PP degree the model or the node cannot take is an input error, not a plan with no candidates.
+
+    Same tests as the ``heads``/``layers`` rules (TP divides the attention heads, and divides or is a multiple of
+    the KV heads; PP at most the layers), plus TP inside one node (see :mod:`gpumatch.plan.candidates`).
+    """
+    a, gpn = req.model, req.gpus_per_node
+    if req.tp is not None:
+        def heads_ok(t: int) -> bool:
+            return a.heads % t == 0 and (t % a.kv_heads == 0 or a.kv_heads % t == 0)
+
+        fits = [t for t in TP_DEGREES if heads_ok(t) and gpn % t == 0 and t <= min(gpn, req.max_gpus)]
+        hint = f"use --tp {' | '.join(map(str, fits))}" if fits else "leave --tp out"
+        if not heads_ok(req.tp):
+            raise InputError(f"--tp {req.tp} does not divide the {a.heads} attention heads / {a.kv_heads} KV heads "
+                             f"of {a.name}", hint)
+        if gpn % req.tp or req.tp > gpn:
+            raise InputError(f"--tp {req.tp} does not divide the {gpn} GPUs of a node (tensor parallel stays "
+                             "inside a node)", hint + " or change --gpus-per-node")
+    if req.pp is not None and req.pp > a.layers:
+        raise InputError(f"--pp {req.pp} exceeds the {a.layers} layers of {a.name}", f"use --pp <= {a.layers}")
+
+
+def _pins(req: PlanRequest) -> str:
+    pins = [f"--tp {req.tp}"] * (req.tp is not None) + [f"--pp {req.pp}"] * (req.pp is not None)
+    return " with ".join(pins) or "any layout"
 
 
 _TABLES: dict[tuple[str, ...], GpuTable] = {}
@@ -145,8 +178,6 @@ def _supported(cs: CandidateSet, table: GpuTable) -> npt.NDArray[np.bool_]:
 
 
 def _roles(req: PlanRequest, only: Sequence[str] | None) -> tuple[Role, ...]:
-    from gpumatch.errors import InputError
-
     chosen = applicable(req)
     if only:
         names = {r.name for r in chosen}
@@ -306,11 +337,13 @@ def _request_dict(req: PlanRequest) -> dict[str, Any]:
     return d
 
 
-def _notes(req: PlanRequest, shortlist: dict[str, list[dict[str, Any]]], chosen: tuple[Role, ...]) -> tuple[str, ...]:
+def _notes(req: PlanRequest, shortlist: dict[str, list[dict[str, Any]]], chosen: tuple[Role, ...],
+           any_rejected: bool) -> tuple[str, ...]:
     out = []
+    why = "see the rejected configurations" if any_rejected else "no feasible candidate is within the role's limits"
     for r in chosen:
         if not shortlist.get(r.name):
-            out.append(f"no feasible candidate for the {r.title} role: see the rejected configurations")
+            out.append(f"no feasible candidate for the {r.title} role: {why}")
     if req.task == "infer" and req.dev:
         out.append("task 'dev' is planned as single-stream inference of the model (load, run, profile)")
     return tuple(out)

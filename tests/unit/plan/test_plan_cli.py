@@ -64,6 +64,7 @@ def test_plan_flags_table_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
           for flag, value in [("--kv-precision", "fp8"), ("--prompt", "10"), ("--gen", "5"), ("--ttft-s", "1")]],
         (["plan", "--model", "llama-3.1-8b", "--task", "serve", "--seq", "100", "--prompt", "50"], "--seq is for"),
         (["plan", "--model", "llama-3.1-8b", "--gpu", "L4", "--exclude", "L4"], "L4 is both allowed and denied"),
+        (["plan", "--model", "llama-3.1-8b", "--task", "serve", "--tp", "3"], "--tp 3 does not divide the 32"),
     ],
 )
 def test_bad_input_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:

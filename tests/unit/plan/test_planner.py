@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from gpumatch.catalog import load_catalog
+from gpumatch.errors import InputError
 from gpumatch.models import get_model
 from gpumatch.plan import PlanRequest, plan
 from gpumatch.plan.inputs import with_options
@@ -90,10 +92,23 @@ def test_every_example_has_a_shortlist_and_the_json_contract(path: Path) -> None
 
 
 def test_tensor_parallel_not_dividing_heads_is_rejected_with_reason() -> None:
-    p = plan(_req("llama-3.1-70b", task="serve", batch=8, max_gpus=6, gpus_per_node=6, tp=3,
+    p = plan(_req("llama-3.1-70b", task="serve", batch=8, max_gpus=6, gpus_per_node=6,
                   gpus_allow=("H100 SXM5 80GB",)))
     rows = [r for r in p.rejected if r["rule"] == "heads"]
     assert rows and "does not divide" in rows[0]["reason"] and "64 attention heads" in rows[0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("pins", "says"),
+    [({"tp": 3}, "--tp 3 does not divide the 32 attention heads / 8 KV heads of llama-3.1-8b"),
+     ({"tp": 16}, "--tp 16 does not divide the 8 GPUs of a node"),
+     ({"pp": 64}, "--pp 64 exceeds the 32 layers"),
+     ({"tp": 4, "max_gpus": 2}, "no GPU count up to 2 (8 per node) takes --tp 4")],
+)
+def test_pinned_layout_the_model_or_node_cannot_take_is_an_input_error(pins: dict[str, int], says: str) -> None:
+    """Not a plan of 0 candidates whose notes point at a failed-configuration list that is empty."""
+    with pytest.raises(InputError, match=re.escape(says)):
+        plan(_req("llama-3.1-8b", task="serve", **pins))
 
 
 def test_fp8_before_ada_is_rejected() -> None:
