@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import DataFileError, InputError, MissingDependencyError
+from gpumatch.telemetry.trace_rows import samples_from_rows
 from gpumatch.telemetry.types import (
     INT_FIELDS,
     SAMPLE_FIELDS,
@@ -147,52 +148,95 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def read_trace(path: Path) -> Trace:
-    """Read a trace written by :func:`write_trace` (the sidecar is optional for CSV)."""
+    """Read a trace written by :func:`write_trace` (the sidecar is optional for CSV).
+
+    Every row is checked (numbers, finite, physical ranges, time order, row length: see
+    :mod:`gpumatch.telemetry.trace_rows`); a bad file is one :class:`DataFileError` naming the file,
+    the row and the column.
+    """
+    if path.is_dir():
+        raise InputError(f"trace '{path}' is a directory", "give the path of a .csv or .parquet trace file")
     if not path.exists():
         raise InputError(f"trace file '{path}' does not exist", "give the path of a .csv or .parquet trace")
     suffix = path.suffix.lower()
     if suffix == ".csv":
         rows = _read_csv(path)
     elif suffix == ".parquet":
-        pa = _pyarrow()
-        rows = pa.parquet.read_table(str(path)).to_pylist()
+        rows = _read_parquet(path)
     else:
         raise InputError(f"unknown trace file type '{path.suffix}'", "use a .csv or .parquet trace")
+    samples = samples_from_rows(rows, f"trace '{path}'")
+    return _assemble(samples, _read_sidecar(sidecar_path(path)), path)
+
+
+def _read_parquet(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    pa = _pyarrow()
     try:
-        samples = tuple(_sample(r) for r in rows)
-    except (KeyError, ValueError) as e:
-        raise DataFileError(f"trace '{path}' has a bad row ({e})", "was it written by gpumatch monitor?") from e
-    side = sidecar_path(path)
-    meta: dict[str, Any] = json.loads(side.read_text()) if side.exists() else {}
-    return _assemble(samples, meta)
+        table = pa.parquet.read_table(str(path))
+    except Exception as e:  # pyarrow raises its own ArrowInvalid / OSError family
+        raise DataFileError(f"trace '{path}' is not a readable Parquet file ({e})", "give a .parquet trace") from e
+    return list(enumerate(table.to_pylist(), start=1))
 
 
-def _read_csv(path: Path) -> list[dict[str, Any]]:
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [k for k in ("t_s", "gpu_index") if k not in (reader.fieldnames or [])]
-        if missing:
-            raise DataFileError(f"trace '{path}' lacks the column(s) {', '.join(missing)}",
-                                f"the header must name these columns: {', '.join(SAMPLE_FIELDS)}")
-        return list(reader)
+def _read_csv(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """Rows keyed by the header, numbered by their line in the file (the header is line 1)."""
+    label = f"trace '{path}'"
+    try:
+        with path.open(newline="", encoding="utf-8-sig", errors="strict") as f:
+            reader = csv.reader(f)
+            header = next(reader, [])
+            missing = [k for k in ("t_s", "gpu_index") if k not in header]
+            if missing:
+                raise DataFileError(
+                    f"{label} lacks the column(s) {', '.join(missing)}",
+                    f"the header must name these columns: {', '.join(SAMPLE_FIELDS)}",
+                )
+            rows: list[tuple[int, dict[str, Any]]] = []
+            for row in reader:
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    raise DataFileError(
+                        f"{label}: row {reader.line_num} has {len(row)} values, the header has {len(header)} columns",
+                        "every row needs one value (or an empty cell) per header column",
+                    )
+                rows.append((reader.line_num, dict(zip(header, row, strict=True))))
+            return rows
+    except UnicodeDecodeError as e:
+        raise DataFileError(
+            f"{label} is not UTF-8 text (byte {e.start})", "give a .csv trace written by gpumatch"
+        ) from e
+    except csv.Error as e:
+        raise DataFileError(f"{label} is not a CSV file ({e})", "give a .csv trace written by gpumatch") from e
+    except OSError as e:
+        raise DataFileError(f"{label}: cannot read ({e.strerror or e})", "check the path and permissions") from e
 
 
-def _sample(row: dict[str, Any]) -> Sample:
-    kw: dict[str, Any] = {}
-    for k in SAMPLE_FIELDS:
-        v = row.get(k)
-        if v is None or v == "":
-            kw[k] = None
-        elif k in INT_FIELDS:
-            kw[k] = int(float(v))
-        else:
-            kw[k] = float(v)
-    if kw["t_s"] is None or kw["gpu_index"] is None:
-        raise ValueError("t_s and gpu_index are required")
-    return Sample(**kw)
+def _read_sidecar(side: Path) -> dict[str, Any]:
+    if not side.exists():
+        return {}
+    try:
+        meta = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFileError(
+            f"trace sidecar '{side}' is not readable JSON ({e})", "fix it, or move it away to replay the samples alone"
+        ) from e
+    if not isinstance(meta, dict):
+        raise DataFileError(f"trace sidecar '{side}' is not a JSON object", "move it away to replay the samples alone")
+    return meta
 
 
-def _assemble(samples: tuple[Sample, ...], side: dict[str, Any]) -> Trace:
+def _assemble(samples: tuple[Sample, ...], side: dict[str, Any], path: Path) -> Trace:
+    try:
+        return _assemble_checked(samples, side)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise DataFileError(
+            f"trace sidecar '{sidecar_path(path)}' has a bad entry ({type(e).__name__}: {e})",
+            "fix it, or move it away to replay the samples alone",
+        ) from e
+
+
+def _assemble_checked(samples: tuple[Sample, ...], side: dict[str, Any]) -> Trace:
     devices = tuple(DeviceInfo.from_dict(d) for d in side.get("devices", []))
     if not devices:
         devices = tuple(DeviceInfo(index=i, name="unknown") for i in sorted({s.gpu_index for s in samples}))
@@ -202,8 +246,9 @@ def _assemble(samples: tuple[Sample, ...], side: dict[str, Any]) -> Trace:
         devices=devices,
         system=SystemInfo.from_dict(side.get("system") or {}),
         edges=tuple(EdgeCounters.from_dict(e) for e in side.get("edges", [])),
-        xid_events=tuple(XidEvent(float(x["t_s"]), int(x["gpu_index"]), int(x["xid"]))
-                         for x in side.get("xid_events", [])),
+        xid_events=tuple(
+            XidEvent(float(x["t_s"]), int(x["gpu_index"]), int(x["xid"])) for x in side.get("xid_events", [])
+        ),
         interval_s=float(side.get("interval_s") or _median_step(samples)),
         stats=SamplerStats(**{k: v for k, v in stats.items() if k in SamplerStats.__dataclass_fields__}),
         meta=dict(side.get("meta") or {}),

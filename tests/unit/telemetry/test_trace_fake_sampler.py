@@ -63,8 +63,60 @@ def test_bad_trace_files(tmp_path: Path) -> None:
     with pytest.raises(DataFileError, match="lacks the column"):
         read_trace(tmp_path / "h.csv")
     (tmp_path / "v.csv").write_text("t_s,gpu_index,power_avg_w\n0,0,hot\n")
-    with pytest.raises(DataFileError, match="bad row"):
+    with pytest.raises(DataFileError, match=r"row 2, column 'power_avg_w': 'hot' is not a number"):
         read_trace(tmp_path / "v.csv")
+
+
+HEADER = ",".join(SAMPLE_FIELDS)
+NONSENSE = [
+    # (id, file body after the header, words the one-line message must contain)
+    ("all-minus-1e308", ",".join(["-1e308"] * len(SAMPLE_FIELDS)), ["row 2", "column 'gpu_index'", "outside"]),
+    ("negative-power", "0,0,-5" + "," * (len(SAMPLE_FIELDS) - 3), ["column 'power_instant_w'", "outside"]),
+    ("util-over-100", "0,0" + "," * 9 + "150" + "," * 4, ["column 'util_gpu_pct'", "0..100"]),
+    ("inf", "inf,0" + "," * (len(SAMPLE_FIELDS) - 2), ["column 't_s'", "not a finite number"]),
+    ("nan-power", "0,0,nan" + "," * (len(SAMPLE_FIELDS) - 3), ["column 'power_instant_w'", "finite"]),
+    ("ragged", "1,2", ["row 2 has 2 values", f"header has {len(SAMPLE_FIELDS)} columns"]),
+    ("fractional-index", "0,0.5" + "," * (len(SAMPLE_FIELDS) - 2), ["column 'gpu_index'", "whole number"]),
+    (
+        "time-reversed",
+        "\n".join(f"{t},0" + "," * (len(SAMPLE_FIELDS) - 2) for t in (2.0, 1.0)),
+        ["row 3, column 't_s'", "earlier", "backwards"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "words"), [n[1:] for n in NONSENSE], ids=[n[0] for n in NONSENSE])
+def test_nonsense_trace_rows_are_rejected_naming_row_and_column(tmp_path: Path, body: str, words: list[str]) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(HEADER + "\n" + body + "\n", encoding="utf-8")
+    with pytest.raises(DataFileError) as info:
+        read_trace(path)
+    line = str(info.value)
+    assert str(path) in line and "\n" not in line
+    for word in words:
+        assert word in line, f"{word!r} missing from: {line}"
+
+
+def test_binary_and_directory_traces_say_what_they_are(tmp_path: Path) -> None:
+    (tmp_path / "bin.csv").write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(DataFileError, match="not UTF-8 text"):
+        read_trace(tmp_path / "bin.csv")
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(InputError, match="is a directory"):
+        read_trace(tmp_path / "dir.csv")
+    (tmp_path / "nul.csv").write_bytes(b"t_s,gpu_index\n0,\x000\n")
+    with pytest.raises(DataFileError):
+        read_trace(tmp_path / "nul.csv")
+
+
+def test_broken_sidecar_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("t_s,gpu_index\n0,0\n", encoding="utf-8")
+    (tmp_path / "t.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(DataFileError, match="sidecar"):
+        read_trace(tmp_path / "t.csv")
+    (tmp_path / "t.json").write_text('{"devices": [{"nope": 1}]}', encoding="utf-8")
+    with pytest.raises(DataFileError, match="sidecar"):
+        read_trace(tmp_path / "t.csv")
 
 
 def test_parquet_without_pyarrow_says_what_to_install(tmp_path: Path, make_trace, monkeypatch) -> None:
@@ -147,9 +199,13 @@ def test_mark_reads_a_window_edge(make_trace) -> None:
 
 def test_monitor_command_returns_exit_code_and_flushes(make_trace) -> None:
     got: list[int] = []
-    r = monitor_command(FakeBackend(make_trace("idle", 60.0)), [sys.executable, "-c", "import time; time.sleep(0.4); "
-                                                                "raise SystemExit(3)"], 0.02,
-                        on_samples=lambda new: got.append(len(new)), flush_every_s=0.1)
+    r = monitor_command(
+        FakeBackend(make_trace("idle", 60.0)),
+        [sys.executable, "-c", "import time; time.sleep(0.4); raise SystemExit(3)"],
+        0.02,
+        on_samples=lambda new: got.append(len(new)),
+        flush_every_s=0.1,
+    )
     assert r.exit_code == 3 and not r.interrupted
     assert sum(got) == len(r.trace.samples) > 5
     assert len(got) >= 2  # flushed while running, then at the end
