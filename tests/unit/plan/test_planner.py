@@ -164,3 +164,11 @@ def test_roles_depend_on_the_task() -> None:
     assert set(train.shortlist) == {"single-node-training", "cluster-training"}
     serve = plan(_req("llama-3.2-1b", task="serve", batch=8, max_gpus=2))
     assert set(serve.shortlist) == {"low-power-inference", "latency-serving", "throughput-serving"}
+
+
+def test_scaling_efficiency_never_above_one() -> None:
+    """ZeRO-3 over 64 GPUs shards the optimizer step the one-GPU baseline runs whole: capped, not 103 %."""
+    p = plan(load_workload(EXAMPLES / "finetune-70b-cluster.toml"), roles=["cluster-training"], top=5)
+    effs = [e["estimate"]["scaling_efficiency"] for e in p.shortlist["cluster-training"]]
+    assert effs and all(0.0 < x <= 1.0 for x in effs)
+    assert any(e["count"] == 64 and e["layout"]["zero"] == 3 for e in p.shortlist["cluster-training"])
