@@ -10,14 +10,26 @@ import typer
 
 from gpumatch.cli.common import Format, FormatOption, emit, emit_object, emit_rows
 
-app = typer.Typer(help="Runs in the results store ($GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite).",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Runs in the results store ($GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite).", no_args_is_help=True
+)
 
-StoreOption = typer.Option(None, "--store", help="Results store file (default: $GPUMATCH_STORE or "
-                                                 "$GPUMATCH_HOME/results.sqlite).")
+StoreOption = typer.Option(
+    None, "--store", help="Results store file (default: $GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite)."
+)
 
-_LIST_COLUMNS = ["run_id", "kind", "name", "status", "started_at", "duration_s", "n_results", "n_samples",
-                 "n_failures", "manifest"]
+_LIST_COLUMNS = [
+    "run_id",
+    "kind",
+    "name",
+    "status",
+    "started_at",
+    "duration_s",
+    "n_results",
+    "n_samples",
+    "n_failures",
+    "manifest",
+]
 
 
 _NAME_WIDTH = 60
@@ -55,10 +67,17 @@ def list_runs(
     store: Path | None = StoreOption,
     fmt: Format = FormatOption,
 ) -> None:
-    from gpumatch.store import open_store
+    import sys
 
-    with open_store(store) as st:
-        runs = st.runs(kind or None, limit)
+    from gpumatch.store import locate_store, open_existing_store
+
+    path, named = locate_store(store)
+    if not named and not path.exists():  # the default store before the first measurement: nothing yet
+        sys.stderr.write(f"gpumatch: no runs yet (no results store at {path}; 'gpumatch monitor' creates it)\n")
+        runs = []
+    else:
+        with open_existing_store(path) as st:
+            runs = st.runs(kind or None, limit)
     if fmt is Format.json:
         emit_rows([r.to_dict() for r in runs], fmt)
     else:
@@ -72,15 +91,18 @@ def show_run(
     store: Path | None = StoreOption,
     fmt: Format = FormatOption,
 ) -> None:
-    from gpumatch.store import open_store
+    from gpumatch.store import open_existing_store
 
-    with open_store(store) as st:
+    with open_existing_store(store) as st:
         data = st.export_run(run_id, samples=samples)
     if fmt is Format.json:
         emit_object(data, fmt)
     elif fmt is Format.csv:  # CSV: the rows a spreadsheet wants
-        emit_rows(data["samples"] if samples else data["results"], fmt,
-                  None if samples else ["result_id", "metric", "value", "unit", "config", "extra"])
+        emit_rows(
+            data["samples"] if samples else data["results"],
+            fmt,
+            None if samples else ["result_id", "metric", "value", "unit", "config", "extra"],
+        )
     else:
         run = dict(data["run"])
         for key in ("writer", "started_unix_s"):
@@ -109,21 +131,44 @@ def export_run(
     run_id: int = typer.Argument(..., help="Run id from 'gpumatch runs list'."),
     output: Path = OutputOption,
     store: Path | None = StoreOption,
+    force: bool = typer.Option(False, "--force", help="Overwrite the trace file and its .json sidecar if they exist."),
 ) -> None:
     import sys
 
     from gpumatch.errors import InputError
-    from gpumatch.store import open_store
+    from gpumatch.store import open_existing_store
     from gpumatch.telemetry.stored import trace_from_run
     from gpumatch.telemetry.trace import write_trace
 
     if output.suffix.lower() not in (".csv", ".parquet"):
-        raise InputError(f"--output must end in .csv or .parquet, not '{output.suffix or output.name}'",
-                         "e.g. --output trace.csv")
-    with open_store(store) as st:
+        raise InputError(
+            f"--output must end in .csv or .parquet, not '{output.suffix or output.name}'", "e.g. --output trace.csv"
+        )
+    _check_target(output, force)
+    with open_existing_store(store) as st:
         data = st.export_run(run_id, samples=True)
     if not data["samples"]:
-        raise InputError(f"run {run_id} has no telemetry samples", "export a monitor run (gpumatch runs list "
-                         "--kind monitor)")
+        raise InputError(
+            f"run {run_id} has no telemetry samples", "export a monitor run (gpumatch runs list --kind monitor)"
+        )
     written = write_trace(trace_from_run(data), output)
     sys.stderr.write(f"gpumatch: run {run_id} written to {', '.join(str(p) for p in written)}\n")
+
+
+def _check_target(output: Path, force: bool) -> None:
+    """Refuse before reading the store: a missing folder, a folder as target, or files that exist."""
+    from gpumatch.errors import InputError
+    from gpumatch.telemetry.trace import sidecar_path
+
+    folder = output.parent
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "folder does not exist"
+        raise InputError(
+            f"cannot write {output}: {folder} {why}" if folder.exists() else f"cannot write {output}: {why} ({folder})",
+            "create the folder first, or choose another --output",
+        )
+    for p in (output, sidecar_path(output)):
+        if p.is_dir():
+            raise InputError(f"cannot write {p}: it is a directory", "choose another --output")
+        if p.exists() and not force:
+            raise InputError(f"{p} already exists", "pass --force to overwrite it, or choose another --output")

@@ -15,6 +15,7 @@ See docs/store.md for the schema and the guarantees (append-only, killed writers
 
 from gpumatch.store.buffer import SampleBuffer
 from gpumatch.store.codec import canonical_json, manifest_sha256
+from gpumatch.store.locate import locate_store, open_existing_store
 from gpumatch.store.migrations import MIGRATIONS
 from gpumatch.store.records import (
     END_STATUSES,
@@ -44,6 +45,8 @@ __all__ = [
     "SampleBuffer",
     "Store",
     "canonical_json",
+    "locate_store",
     "manifest_sha256",
+    "open_existing_store",
     "open_store",
 ]

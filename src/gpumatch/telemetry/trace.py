@@ -102,15 +102,19 @@ def sidecar_path(path: Path) -> Path:
 def write_trace(trace: Trace, path: Path) -> list[Path]:
     """Write samples to ``path`` (.csv or .parquet) and the sidecar next to it; return both paths."""
     suffix = path.suffix.lower()
-    rows = [s.to_dict() for s in trace.samples]
-    if suffix == ".csv":
-        _write_csv(rows, path)
-    elif suffix == ".parquet":
-        _write_parquet(rows, path)
-    else:
+    if suffix not in (".csv", ".parquet"):
         raise InputError(f"unknown trace file type '{path.suffix}'", "use a name ending in .csv or .parquet")
+    rows = [s.to_dict() for s in trace.samples]
     side = sidecar_path(path)
-    side.write_text(json.dumps(trace.sidecar(), indent=1) + "\n")
+    try:
+        if suffix == ".csv":
+            _write_csv(rows, path)
+        else:
+            _write_parquet(rows, path)
+        side.write_text(json.dumps(trace.sidecar(), indent=1) + "\n")
+    except OSError as e:
+        where = e.filename or path
+        raise InputError(f"cannot write {where}: {e.strerror or e}", "check the folder and its permissions") from e
     return [path, side]
 
 

@@ -47,8 +47,9 @@ def test_list_table_json_csv(filled: dict[str, int], store_path: Path, capsys: p
 
 
 def test_show(filled: dict[str, int], store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "runs", "show", str(filled["ok"]), "--store", str(store_path), "--format", "json",
-                        "--samples")
+    code, out, _ = _run(
+        capsys, "runs", "show", str(filled["ok"]), "--store", str(store_path), "--format", "json", "--samples"
+    )
     data = json.loads(out)
     assert code == 0 and data["run"]["name"] == "gemm-bf16" and data["results"][0]["value"] == 6.1e14
     assert [s["power_instant_w"] for s in data["samples"]] == [690.0, 700.0]
@@ -58,8 +59,9 @@ def test_show(filled: dict[str, int], store_path: Path, capsys: pytest.CaptureFi
     assert next(csv.DictReader(io.StringIO(out)))["metric"] == "gemm_flops_per_s"
 
 
-def test_errors_are_one_line(filled: dict[str, int], store_path: Path, tmp_path: Path,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_errors_are_one_line(
+    filled: dict[str, int], store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = _run(capsys, "runs", "show", "999", "--store", str(store_path))
     assert code == 2 and out == "" and err.count("\n") == 1 and "no run 999" in err
     notes = tmp_path / "notes.txt"
@@ -68,10 +70,43 @@ def test_errors_are_one_line(filled: dict[str, int], store_path: Path, tmp_path:
     assert code == 2 and err.count("\n") == 1 and "not a readable gpumatch results store" in err
 
 
+def test_default_store_not_created_yet_lists_nothing_and_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = _run(capsys, "runs", "list", "--format", "json")
+    assert code == 0 and json.loads(out) == [] and "no runs yet" in err
+    assert not (tmp_path / "gpumatch-home" / "results.sqlite").exists()
+    code, out, err = _run(capsys, "runs", "show", "1")
+    assert code == 2 and out == "" and "no results store at" in err
+    assert not (tmp_path / "gpumatch-home" / "results.sqlite").exists()
+
+
 def test_default_store_from_environment(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with open_store():
+        pass
     code, out, _ = _run(capsys, "runs", "list", "--format", "json")
     assert code == 0 and json.loads(out) == []
-    assert (tmp_path / "gpumatch-home" / "results.sqlite").exists()
+
+
+@pytest.mark.parametrize("cmd", [["list"], ["show", "1"], ["export", "1", "-o", "x.csv"]])
+def test_read_only_commands_do_not_create_a_named_store(
+    cmd: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "nonexist.sqlite"
+    code, out, err = _run(capsys, "runs", *cmd, "--store", str(missing))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"no results store at {missing}" in err and "gpumatch monitor" in err
+    assert not missing.exists() and not (tmp_path / "x.csv").exists()
+
+
+def test_gpumatch_store_env_naming_a_missing_file_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "typo.sqlite"
+    monkeypatch.setenv("GPUMATCH_STORE", str(missing))
+    code, _, err = _run(capsys, "runs", "list")
+    assert code == 2 and "no results store at" in err and not missing.exists()
 
 
 def test_list_table_keeps_a_multiline_command_on_one_row(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,8 +120,9 @@ def test_list_table_keeps_a_multiline_command_on_one_row(store_path: Path, capsy
     assert code == 0 and next(iter(csv.DictReader(io.StringIO(out))))["name"] == script
 
 
-def test_show_table_keeps_a_large_manifest_to_one_short_line(store_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_table_keeps_a_large_manifest_to_one_short_line(
+    store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     manifest = {"gpu": "H200", "packages": {f"pkg{i}": "1.0.0" for i in range(200)}}
     with open_store(store_path) as s:
         run = s.begin_run("monitor", "sleep 30", manifest, {"interval_s": 0.05})

@@ -102,8 +102,19 @@ def test_monitor_bad_arguments(gemm_csv: Path, capsys) -> None:
 
 def test_monitor_runs_a_command_and_exits_with_its_code(fake_gpu, tmp_path: Path, capsys) -> None:
     trace = tmp_path / "t.csv"
-    code = main(["monitor", "-i", "0.02", "-o", str(trace), "--", sys.executable, "-c",
-                 "import time; time.sleep(0.3); raise SystemExit(7)"])
+    code = main(
+        [
+            "monitor",
+            "-i",
+            "0.02",
+            "-o",
+            str(trace),
+            "--",
+            sys.executable,
+            "-c",
+            "import time; time.sleep(0.3); raise SystemExit(7)",
+        ]
+    )
     assert code == 7
     cap = capsys.readouterr()
     assert "command exit code: 7" in cap.out
@@ -131,8 +142,13 @@ def test_a_killed_monitor_leaves_a_readable_store(tmp_path: Path) -> None:
     import time
 
     env = dict(os.environ, GPUMATCH_HOME=str(tmp_path / "home"))
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD.format(tests=str(Path(__file__).parent))], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD.format(tests=str(Path(__file__).parent))],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         time.sleep(4.5)  # two flushes (every 2 s)
     finally:
@@ -158,8 +174,9 @@ def test_a_monitor_run_exports_back_to_the_trace_it_recorded(gemm_csv: Path, tmp
     assert got.edges == want.edges and got.devices == want.devices and got.system == want.system
     assert got.interval_s == want.interval_s and got.stats == want.stats
     assert got.meta["exported_from_run"]["run_id"] == run.run_id and "missing" not in got.meta
-    assert got.meta["recorded_labels"] == [{"gpu_index": 0, "workload": "compute-bound",
-                                            "verdict": "valid-power-capped"}]
+    assert got.meta["recorded_labels"] == [
+        {"gpu_index": 0, "workload": "compute-bound", "verdict": "valid-power-capped"}
+    ]
     capsys.readouterr()
     assert main(["monitor", "--replay", str(out), "--no-store", "-f", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -180,12 +197,37 @@ def test_runs_export_errors_are_one_line(gemm_csv: Path, tmp_path: Path, capsys)
     assert not (tmp_path / "t.csv").exists()
 
 
+def test_runs_export_refuses_a_missing_folder_and_existing_files(gemm_csv: Path, tmp_path: Path, capsys) -> None:
+    assert main(["monitor", "--replay", str(gemm_csv), "-f", "json"]) == 0
+    with open_store() as st:
+        (run,) = st.runs()
+    capsys.readouterr()
+    rid = str(run.run_id)
+    assert main(["runs", "export", rid, "--output", str(tmp_path / "nonexistdir" / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write" in err and "folder" in err and "does not exist" in err
+    out = tmp_path / "x.csv"
+    assert main(["runs", "export", rid, "--output", str(out)]) == 0
+    first = out.read_text()
+    out.write_text("mine")  # a second export must not silently overwrite
+    capsys.readouterr()
+    assert main(["runs", "export", rid, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "already exists" in err and "--force" in err and out.read_text() == "mine"
+    out.unlink()  # only the sidecar is left: still refused
+    assert main(["runs", "export", rid, "--output", str(out)]) == 2
+    assert "x.json already exists" in capsys.readouterr().err and not out.exists()
+    assert main(["runs", "export", rid, "--output", str(out), "--force"]) == 0
+    assert out.read_text() == first
+
+
 def test_an_old_run_without_edge_events_exports_with_a_note(tmp_path: Path) -> None:
     from gpumatch.telemetry.stored import trace_from_run
 
     with open_store() as st:
-        rid = st.begin_run("monitor", "python x.py", {"gpus": [{"index": 0, "name": "NVIDIA H200"}]},
-                           {"interval_s": 0.05})
+        rid = st.begin_run(
+            "monitor", "python x.py", {"gpus": [{"index": 0, "name": "NVIDIA H200"}]}, {"interval_s": 0.05}
+        )
         st.add_samples(rid, [{"t_s": 0.0, "util_gpu_pct": 3.0}, {"t_s": 0.05, "gpu_index": 0, "extra_key": 1.0}])
         st.end_run(rid, "completed")
         trace = trace_from_run(st.export_run(rid, samples=True))
