@@ -299,8 +299,29 @@ def _rejected(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, code: n
             "example": None if c == excluded else _example(req, cs, i),
             "configurations": int(size),
             "shortfall_bytes": _shortfall(c, est, i, margin),
+            "miss_fraction": _miss(c, req, cs, est, i, margin),
         })
     return rows
+
+
+def _miss(code: int, req: PlanRequest, cs: CandidateSet, est: dict[str, FloatArray], i: int,
+          margin: float) -> float | None:
+    """How far the example is from passing its rule, as a fraction of the limit (0.1 = 10 % over the memory or
+    the latency target, or 10 % more tokens/s needed); None for yes/no rules (precision, heads, power, ...)."""
+    name = rules.RULES[code][0]
+    if name == "memory":
+        return float(est["total_bytes"][i] / (est["capacity_bytes"][i] * (1.0 - margin)) - 1.0)
+    if name == "ttft":
+        p50, p99 = float(est["ttft_p50_s"][i]), float(est["prefill_s"][i])
+        over = [p50 / req.ttft_p50_s] * bool(req.ttft_p50_s) + [p99 / req.ttft_p99_s] * bool(req.ttft_p99_s)
+        return max(over) - 1.0 if over else None
+    if name == "tpot":
+        target = req.tpot_p50_s or req.tpot_p99_s
+        return float(est["tpot_s"][i]) / target - 1.0 if target else None
+    if name in ("throughput", "deadline"):
+        need, tok = req.required_tokens_per_s, float(est["tokens_per_s"][i])
+        return need / tok - 1.0 if need and tok > 0 else None
+    return None
 
 
 def _shortfall(code: int, est: dict[str, FloatArray], i: int, margin: float) -> float | None:

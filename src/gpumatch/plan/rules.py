@@ -201,8 +201,10 @@ def _describe_measured(name: str, req: PlanRequest, cs: CandidateSet, i: int, es
     if name == "memory":
         need, cap = est["total_bytes"][i] / GIB, est["capacity_bytes"][i] / GIB
         usable = cap * (1.0 - margin)
+        short = need - usable
+        short_text = f"{short:.1f} GiB" if short >= 0.1 else f"{short * 1024:.0f} MiB"
         return (f"needs {need:.1f} GiB per GPU, has {cap:.1f} GiB ({usable:.1f} GiB after a {margin:.0%} margin): "
-                f"short by {need - usable:.1f} GiB")
+                f"short by {short_text}")
     if name == "ttft":
         p50, p99 = ttft_s(est, cs)
         return (f"time to first token {p50[i] * 1e3:.0f} ms (one prompt) / {p99[i] * 1e3:.0f} ms (whole batch) "

@@ -6,6 +6,7 @@ is the report layer's (``gpumatch.report.render``); this module returns rows and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,8 +75,10 @@ def entry_notes(entries: list[dict[str, Any]]) -> list[str]:
 def rejected_sections(rejected: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     """Rejected groups by rule ("failed configurations"): a title with counts and a few example rows each.
 
-    Examples: one per GPU model at its smallest count; memory failures closest to fitting first (the most
-    informative: "even this one is short"), at most ``EXAMPLES_PER_REASON``.
+    Examples: one per GPU model, its configuration closest to passing (smallest ``miss_fraction``: the smallest
+    memory shortfall, usually at the largest count; the latency or tokens/s nearest the target), closest first
+    (the most informative: "even this one is short"); for yes/no rules (precision, power, ...) the smallest
+    count. At most ``EXAMPLES_PER_REASON``.
     """
     by_rule: dict[str, list[dict[str, Any]]] = {}
     for r in rejected:
@@ -87,7 +90,11 @@ def rejected_sections(rejected: list[dict[str, Any]]) -> list[tuple[str, list[di
         title = f"Failed: {rows[0]['rule_title']} — {configs} configurations, {gpus} GPU models"
         seen: set[str] = set()
         examples = []
-        for r in sorted(rows, key=lambda r: (r["count"] or 0, r.get("shortfall_bytes") or 0.0)):
+        def closeness(r: dict[str, Any]) -> tuple[float, int]:
+            miss = r.get("miss_fraction")
+            return (math.inf if miss is None else miss, r["count"] or 0)
+
+        for r in sorted(rows, key=closeness):
             if r["gpu"] in seen:
                 continue
             seen.add(r["gpu"])

@@ -172,3 +172,23 @@ def test_scaling_efficiency_never_above_one() -> None:
     effs = [e["estimate"]["scaling_efficiency"] for e in p.shortlist["cluster-training"]]
     assert effs and all(0.0 < x <= 1.0 for x in effs)
     assert any(e["count"] == 64 and e["layout"]["zero"] == 3 for e in p.shortlist["cluster-training"])
+
+
+def test_memory_examples_are_the_closest_to_fitting_per_gpu() -> None:
+    """Not each card ×1 "short by 2229.7 GiB": per GPU model its smallest shortfall, closest first."""
+    from gpumatch.plan.view import rejected_sections
+
+    d = plan(load_workload(EXAMPLES / "finetune-70b-cluster.toml")).to_dict()
+    memory = [r for r in d["rejected"] if r["rule"] == "memory"]
+    _title, rows = next(s for s in rejected_sections(d["rejected"]) if "does not fit" in s[0])
+    assert len(rows) == 6
+    shown = [float(r["reason"].split("short by ")[1].split()[0]) for r in rows]
+    misses = []
+    for r in rows:
+        gpu = r["gpu"].rsplit(" ×", 1)[0]
+        best = min(m["miss_fraction"] for m in memory if m["gpu"] == gpu)
+        mine = [m["miss_fraction"] for m in memory if m["gpu"] == gpu and f"{gpu} ×{m['count']}" == r["gpu"]]
+        assert best in mine
+        misses.append(best)
+    assert misses == sorted(misses) and max(shown) < 200
+    assert any(not r["gpu"].endswith("×1") for r in rows)
