@@ -313,7 +313,7 @@ def _miss(code: int, req: PlanRequest, cs: CandidateSet, est: dict[str, FloatArr
         return float(est["total_bytes"][i] / (est["capacity_bytes"][i] * (1.0 - margin)) - 1.0)
     if name == "ttft":
         p50, p99 = float(est["ttft_p50_s"][i]), float(est["prefill_s"][i])
-        over = [p50 / req.ttft_p50_s] * bool(req.ttft_p50_s) + [p99 / req.ttft_p99_s] * bool(req.ttft_p99_s)
+        over = [x / t for x, t in ((p50, req.ttft_p50_s), (p99, req.ttft_p99_s)) if t]
         return max(over) - 1.0 if over else None
     if name == "tpot":
         target = req.tpot_p50_s or req.tpot_p99_s
