@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -62,27 +63,66 @@ def monitor(
     if output is not None and output.suffix.lower() not in (".csv", ".parquet"):
         raise InputError(f"--output must end in .csv or .parquet, not '{output.suffix or output.name}'",
                          "e.g. --output trace.csv")
-    result = _run(command, interval, replay, gpu, store)
+    result, store_error = _run(command, interval, replay, gpu, store)
+    written: list[Path] = []
     if output is not None:
         from gpumatch.telemetry.trace import write_trace
 
         written = write_trace(result.trace, output)
         sys.stderr.write(f"gpumatch: trace written to {', '.join(str(p) for p in written)}\n")
     _render(result, fmt)
+    if store_error is not None:
+        kept = written or ([replay] if replay is not None else _write_fallback(result.trace))
+        failed = StoreNotUpdated(store_error, kept)
+        if not result.exit_code:
+            raise failed
+        sys.stderr.write(f"gpumatch: warning: {failed}\n")
     if result.exit_code:
         raise CommandExit(result.exit_code)
 
 
+class StoreNotUpdated(GpumatchError):
+    """The measurement finished but the results store could not take it; the trace is in a file."""
+
+    def __init__(self, cause: GpumatchError, kept: list[Path]) -> None:
+        where = ", ".join(str(p) for p in kept) if kept else "nowhere (it could not be written either)"
+        super().__init__(
+            f"results store not updated: {cause}; the trace is in {where}",
+            "fix the store (see the message), then re-analyse with 'gpumatch monitor --replay FILE.csv'",
+        )
+
+
+def _write_fallback(trace: Any) -> list[Path]:
+    """``./gpumatch-monitor-<UTC time>.csv`` (+ .json), else the same name in the temp folder."""
+    import datetime as dt
+    import tempfile
+
+    from gpumatch.telemetry.trace import write_trace
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        path = folder / f"gpumatch-monitor-{stamp}.csv"
+        n = 1
+        while path.exists() or path.with_suffix(".json").exists():
+            n += 1
+            path = folder / f"gpumatch-monitor-{stamp}-{n}.csv"
+        try:
+            return write_trace(trace, path)
+        except GpumatchError:
+            continue
+    return []
+
+
 def _run(command: list[str] | None, interval: float | None, replay: Path | None, gpu: list[int] | None,
-         use_store: bool) -> Any:
+         use_store: bool) -> tuple[Any, GpumatchError | None]:
+    """The result, and the store error if the run could not be saved (the caller keeps the trace)."""
     from gpumatch.telemetry.manifest import build_manifest, trace_manifest
     from gpumatch.telemetry.monitor import monitor_command, replay_trace
 
     if replay is not None:
         result = replay_trace(replay, interval)
         manifest = trace_manifest(result.trace)
-        _save(None, result, manifest, "monitor-replay", str(replay), use_store)
-        return result
+        return result, _save(result, manifest, "monitor-replay", str(replay), use_store)
     from gpumatch.telemetry.nvml import open_nvml
 
     interval = 0.1 if interval is None else interval
@@ -98,11 +138,13 @@ def _run(command: list[str] | None, interval: float | None, replay: Path | None,
         backend.close()
     if saver is not None:
         saver.finish(result)
-    return result
+        return result, saver.error
+    return result, None
 
 
 class _Saver:
-    """Writes the run to the results store as it goes; a store problem is reported, never fatal."""
+    """Writes the run to the results store as it goes; a store problem never stops the measurement,
+    it is kept in ``error`` (the CLI then writes the trace to a file and exits 2)."""
 
     def __init__(self, manifest: dict[str, Any], name: str, interval: float) -> None:
         from gpumatch.errors import GpumatchError
@@ -110,12 +152,20 @@ class _Saver:
 
         self.store: Any = None
         self.run_id: int | None = None
+        self.error: GpumatchError | None = None
         try:
             self.store = open_store()
             self.run_id = self.store.begin_run("monitor", name, manifest, {"interval_s": interval})
         except GpumatchError as e:
-            _warn_store(e)
-            self.store = None
+            self._fail(e)
+
+    def _fail(self, e: GpumatchError) -> None:
+        _warn_store(e)
+        self.error = self.error or e
+        if self.store is not None:
+            with contextlib.suppress(GpumatchError):
+                self.store.close()  # ends the begun run as 'interrupted', if the file still takes it
+        self.store = None
 
     def add(self, samples: list[Any]) -> None:
         from gpumatch.errors import GpumatchError
@@ -125,21 +175,23 @@ class _Saver:
         try:
             self.store.add_samples(self.run_id, [s.to_dict() for s in samples])
         except GpumatchError as e:
-            _warn_store(e)
-            self.store = None
+            self._fail(e)
 
     def finish(self, result: Any) -> None:
-        if self.store is not None and self.run_id is not None:
+        if self.store is None or self.run_id is None:
+            return
+        try:
             _finish(self.store, self.run_id, result)
             sys.stderr.write(f"gpumatch: saved as run {self.run_id} in {self.store.path}\n")
             self.store.close()
+        except GpumatchError as e:
+            self._fail(e)
 
 
-def _save(_: Any, result: Any, manifest: dict[str, Any], kind: str, name: str, use_store: bool) -> None:
-    """Replays: store the whole run at once."""
+def _save(result: Any, manifest: dict[str, Any], kind: str, name: str, use_store: bool) -> GpumatchError | None:
+    """Replays: store the whole run at once, as kind ``monitor-replay``; returns the store error, if any."""
     if not use_store:
-        return
-    from gpumatch.errors import GpumatchError
+        return None
     from gpumatch.store import open_store
 
     try:
@@ -147,34 +199,33 @@ def _save(_: Any, result: Any, manifest: dict[str, Any], kind: str, name: str, u
             run_id = st.begin_run(kind, name, manifest, {"interval_s": result.trace.interval_s})
             st.add_samples(run_id, [s.to_dict() for s in result.trace.samples])
             _finish(st, run_id, result)
-            sys.stderr.write(f"gpumatch: saved as run {run_id} in {st.path}\n")
+            sys.stderr.write(f"gpumatch: saved as run {run_id} (kind {kind}) in {st.path}\n")
     except GpumatchError as e:
-        _warn_store(e)
+        return e
+    return None
 
 
 def _finish(st: Any, run_id: int, result: Any) -> None:
-    from gpumatch.errors import GpumatchError
+    """Events, results and the end of the run; a store error propagates (the caller keeps the trace)."""
     from gpumatch.telemetry.stored import trace_events
 
-    try:
-        for t_s, gpu_index, kind, data in trace_events(result.trace):  # what `runs export` needs back
-            st.add_event(run_id, t_s, kind, data, gpu_index=gpu_index)
-        for row in _rows(result):
-            cfg = {"gpu_index": row["gpu"]}
-            for metric, key, unit in (("energy_j", "energy_j", "J"), ("power_avg_w", "power_avg_w", "W"),
-                                      ("sm_clock_hz", "sm_clock_mhz", "Hz"), ("power_cap_duty", "power_cap_duty", "1")):
-                v = row.get(key)
-                if v is not None:
-                    st.add_result(run_id, metric, v * 1e6 if unit == "Hz" else v, unit, config=cfg,
-                                  extra={"verdict": row["verdict"], "workload": row["workload"]})
-        status = "interrupted" if result.interrupted else ("failed" if result.exit_code else "completed")
-        st.end_run(run_id, status, summary=result.to_dict())
-    except GpumatchError as e:
-        _warn_store(e)
+    for t_s, gpu_index, kind, data in trace_events(result.trace):  # what `runs export` needs back
+        st.add_event(run_id, t_s, kind, data, gpu_index=gpu_index)
+    for row in _rows(result):
+        cfg = {"gpu_index": row["gpu"]}
+        for metric, key, unit in (("energy_j", "energy_j", "J"), ("power_avg_w", "power_avg_w", "W"),
+                                  ("sm_clock_hz", "sm_clock_mhz", "Hz"), ("power_cap_duty", "power_cap_duty", "1")):
+            v = row.get(key)
+            if v is not None:
+                st.add_result(run_id, metric, v * 1e6 if unit == "Hz" else v, unit, config=cfg,
+                              extra={"verdict": row["verdict"], "workload": row["workload"]})
+    status = "interrupted" if result.interrupted else ("failed" if result.exit_code else "completed")
+    st.end_run(run_id, status, summary=result.to_dict())
 
 
 def _warn_store(e: Exception) -> None:
-    sys.stderr.write(f"gpumatch: warning: results store not updated: {e}\n")
+    """Said at once during a live run (it may go on for hours); the final error says where the trace is."""
+    sys.stderr.write(f"gpumatch: warning: results store unavailable, measuring on (the trace goes to a file): {e}\n")
 
 
 def _rows(result: Any) -> list[dict[str, Any]]:

@@ -125,6 +125,56 @@ def test_monitor_runs_a_command_and_exits_with_its_code(fake_gpu, tmp_path: Path
         assert run.manifest["gpus"][0]["name"] == "NVIDIA H200"
 
 
+@pytest.fixture
+def garbage_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bad = tmp_path / "garbage.sqlite"
+    bad.write_bytes(b"not a database\n" * 200)
+    monkeypatch.setenv("GPUMATCH_STORE", str(bad))
+    monkeypatch.chdir(tmp_path)
+    return bad
+
+
+def test_monitor_with_an_unwritable_store_keeps_the_trace_in_a_file_and_exits_2(
+    fake_gpu, garbage_store: Path, tmp_path: Path, capsys
+) -> None:
+    before = garbage_store.read_bytes()
+    code = main(["monitor", "-i", "0.02", "--", sys.executable, "-c", "import time; time.sleep(0.3)"])
+    cap = capsys.readouterr()
+    assert code == 2 and "GPU 0" in cap.out  # the measurement is still printed
+    last = cap.err.strip().splitlines()[-1]
+    assert last.startswith("gpumatch: error: results store not updated") and "gpumatch-monitor-" in last
+    (kept,) = tmp_path.glob("gpumatch-monitor-*.csv")
+    assert str(kept) in last and kept.with_suffix(".json").exists()
+    assert len(read_trace(kept).samples) >= 5
+    assert garbage_store.read_bytes() == before
+
+
+def test_monitor_with_a_failing_command_and_a_bad_store_keeps_the_commands_exit_code(
+    fake_gpu, garbage_store: Path, tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "mine.csv"
+    code = main(["monitor", "-i", "0.02", "-o", str(out), "--", sys.executable, "-c", "raise SystemExit(7)"])
+    err = capsys.readouterr().err
+    assert code == 7 and f"the trace is in {out}" in err  # --output is the kept copy: no extra file
+    assert not list(tmp_path.glob("gpumatch-monitor-*"))
+
+
+def test_replay_with_a_bad_store_exits_2_and_names_the_replayed_file(
+    gemm_csv: Path, garbage_store: Path, capsys
+) -> None:
+    assert main(["monitor", "--replay", str(gemm_csv)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "results store not updated" in err[0] and f"the trace is in {gemm_csv}" in err[0]
+
+
+def test_replay_is_stored_as_kind_monitor_replay(gemm_csv: Path, capsys) -> None:
+    assert main(["monitor", "--replay", str(gemm_csv)]) == 0
+    assert "kind monitor-replay" in capsys.readouterr().err
+    with open_store() as st:
+        assert [r.kind for r in st.runs()] == ["monitor-replay"]
+        assert st.runs("monitor") == []
+
+
 _CHILD = """
 import sys
 sys.path.insert(0, {tests!r})
