@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpumatch.models import ModelArch
+from gpumatch.workload.rules import context_problem, misplaced_options
 from gpumatch.workload.schema import FOUR_BIT, TRAINING_TASKS, PrecisionSection, WorkloadFile
 
 DEFAULT_PROMPT_TOKENS = 1024
@@ -168,15 +169,28 @@ def resolve_precision(task: str, p: PrecisionSection) -> Precision:
             "precision.compute", f"{compute} is a storage format, not a compute format", "set compute = 'bf16'"
         )
     kv = p.kv_cache or ("fp32" if compute == "tf32" else compute)
+    _check_task_fields(task, {"precision.gradients": p.gradients, "precision.optimizer": p.optimizer,
+                              "precision.master_weights": p.master_weights, "precision.kv_cache": p.kv_cache})
     if not training:
-        for name in ("gradients", "optimizer", "master_weights"):
-            if getattr(p, name) is not None:
-                raise WorkloadRuleError(
-                    f"precision.{name}", f"precision.{name} is set but task {task!r} does not train", "remove it"
-                )
         return Precision(weights, compute, kv, None, None, None)
     master = p.master_weights or ("fp32" if weights in ("bf16", "fp16", "fp8") else "none")
     return Precision(weights, compute, kv, p.gradients or compute, p.optimizer or "fp32", master)
+
+
+#: Workload fields -> the request options of gpumatch.workload.rules they set.
+_FIELD_OPTIONS = {
+    "precision.gradients": "grad_bytes", "precision.optimizer": "optimizer",
+    "precision.master_weights": "master_weights", "precision.kv_cache": "kv_precision",
+    "shape.micro_batch_size": "micro_batches", "shape.prompt_tokens": "prompt", "shape.output_tokens": "gen",
+}  # fmt: skip
+
+
+def _check_task_fields(task: str, values: dict[str, object]) -> None:
+    """Fields set in the file that do not apply to ``task`` (the rules the CLI flags follow too)."""
+    given = {_FIELD_OPTIONS[f]: f for f, v in values.items() if v is not None}
+    for option, kind in misplaced_options(task, given):
+        field_name = given[option]
+        raise WorkloadRuleError(field_name, f"{field_name} applies to {kind} only, but task is {task!r}", "remove it")
 
 
 def _check_task_weights(task: str, weights: str) -> None:
@@ -202,18 +216,16 @@ def resolve_shape(wf: WorkloadFile, model: ModelArch) -> Shape:
     training = task in TRAINING_TASKS
     if s.lora_rank is not None and task not in ("lora", "qlora"):
         raise WorkloadRuleError("shape.lora_rank", f"lora_rank is set but task is {task!r}", "remove it")
-    if s.micro_batch_size is not None and not training:
-        raise WorkloadRuleError("shape.micro_batch_size", "micro_batch_size is for training tasks", "remove it")
+    _check_task_fields(task, {"shape.micro_batch_size": s.micro_batch_size, "shape.prompt_tokens": s.prompt_tokens,
+                              "shape.output_tokens": s.output_tokens})
     prompt = s.prompt_tokens if s.prompt_tokens is not None else DEFAULT_PROMPT_TOKENS
     output = s.output_tokens if s.output_tokens is not None else DEFAULT_OUTPUT_TOKENS
     seq = s.sequence_length or (DEFAULT_TRAIN_SEQUENCE if training else prompt + output)
     context = seq if training else prompt + output
-    limit = model.max_position_embeddings
-    if limit and context > limit:
+    problem = context_problem(model, context)
+    if problem:
         where = "shape.sequence_length" if training else "shape.prompt_tokens"
-        raise WorkloadRuleError(
-            where, f"a {context}-token context exceeds {model.name}'s {limit} positions", f"keep it <= {limit}"
-        )
+        raise WorkloadRuleError(where, *problem)
     lora = s.lora_rank or (DEFAULT_LORA_RANK if task in ("lora", "qlora") else None)
     return Shape(s.batch_size, s.micro_batch_size, seq, prompt, output, s.concurrency, lora)
 

@@ -162,3 +162,20 @@ def test_price_overrides_resolve_to_catalog_names(tmp_path: Path) -> None:
     text = 'task = "serve"\nmodel = "llama-3.1-8b"\n[money.usd_per_gpu_hour]\n"h100-sxm5-80gb" = "$2.5/h"\nL4 = 0.8\n'
     w = load_workload(_write(tmp_path, text))
     assert w.money.usd_per_gpu_hour == {"H100 SXM5 80GB": 2.5, "L4": 0.8}
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('task = "train"\nmodel = "llama-3.2-1b"\n[shape]\nprompt_tokens = 512\n', "shape.prompt_tokens"),
+        ('task = "lora"\nmodel = "llama-3.2-1b"\n[shape]\noutput_tokens = 64\n', "shape.output_tokens"),
+        ('task = "train"\nmodel = "llama-3.2-1b"\n[precision]\nkv_cache = "fp8"\n', "precision.kv_cache"),
+        ('task = "serve"\nmodel = "llama-3.2-1b"\n[precision]\nmaster_weights = "fp32"\n', "precision.master_weights"),
+    ],
+)
+def test_fields_of_the_other_task_are_errors(tmp_path: Path, text: str, field: str) -> None:
+    """The same rules as the estimate flags (gpumatch.workload.rules.misplaced_options)."""
+    p = tmp_path / "w.toml"
+    p.write_text(text)
+    with pytest.raises(DataFileError, match=f"{field}.*applies to"):
+        load_workload(p)
