@@ -34,9 +34,9 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors (accepted anywhere on the line)."),
 ) -> None:
-    _DEBUG["on"] = debug
+    _DEBUG["on"] = _DEBUG["on"] or debug  # main() takes --debug out of argv wherever it stands
 
 
 def _register() -> None:
@@ -59,8 +59,8 @@ _register()
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code."""
-    args = sys.argv[1:] if argv is None else argv
-    _DEBUG["on"] = "--debug" in args
+    args = sys.argv[1:] if argv is None else list(argv)
+    args, _DEBUG["on"] = _take_debug(args)
     try:
         app(args=args, prog_name="gpumatch", standalone_mode=False)
     except GpumatchError as e:
@@ -80,6 +80,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"gpumatch: internal error: {type(e).__name__}: {e} (rerun with --debug; please report)\n")
         return 1
     return 0
+
+
+def _take_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Accept ``--debug`` anywhere (errors say "rerun with --debug"): drop it from ``args`` and return whether
+    it was there. Only before a ``--`` separator (after it the words belong to the command ``monitor`` runs)."""
+    end = args.index("--") if "--" in args else len(args)
+    head = [a for a in args[:end] if a != "--debug"]
+    return head + args[end:], len(head) < end
 
 
 def _click_exit(e: Exception) -> int | None:

@@ -17,6 +17,12 @@ Examples:
   gpumatch estimate --model llama-3.2-1b --gpu "H200 SXM" --task train --batch 8 --seq 2048 --recompute full --curve
   gpumatch estimate --model llama-3.1-8b --gpu "RTX 4090" --task qlora --batch 4 --seq 2048 --format json
   gpumatch estimate --workload examples/chat-70b-serving.toml --gpu "H100 SXM" --count 4 --tp 4
+
+With --workload, flags given explicitly (--model, --task, --batch, ...) override the file's values.
+Flags that do not apply to the task are errors: --seq, --optimizer, --master-weights, --recompute,
+--micro-batches, --zero and --offload-optimizer are for training; --prompt, --gen and --kv-precision for
+inference. Bounds, far above any real job: --batch <= 1e7, --count/--tp/--pp/--dp <= 1e6, tokens per
+sequence <= 1e8, --run-tokens <= 1e18.
 """
 
 
@@ -82,6 +88,23 @@ def _workload_options(path: str) -> tuple[Any, dict[str, Any]]:
     return wl.model, options_from_workload(wl)
 
 
+def _override(file_options: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """The workload file's options under explicit flags. A --task of the other kind (training vs inference)
+    also drops the file's options of its own kind (its prompt/gen, or its optimizer), which no longer apply;
+    --seq replaces the file's prompt, --prompt its sequence length."""
+    from gpumatch.workload.rules import misplaced_options
+
+    out = dict(file_options)
+    if "task" in given:
+        for name, _ in misplaced_options(given["task"], list(out)):
+            out.pop(name)
+    if "seq" in given:
+        out.pop("prompt", None)
+    if "prompt" in given:
+        out.pop("seq", None)
+    return out
+
+
 def estimate_cmd(
     model: str = typer.Option("", "--model", "-m", help="Model preset (gpumatch models list) or ModelArch name."),
     gpu: str = typer.Option(..., "--gpu", "-g", help="GPU name or alias (gpumatch gpus list)."),
@@ -103,7 +126,8 @@ def estimate_cmd(
     micro_batches: int = typer.Option(None, "--micro-batches", help="Micro-batches per step (grad accumulation)."),
     offload_optimizer: bool = typer.Option(False, "--offload-optimizer",
                                            help="Keep and update the optimizer state on the host (ZeRO-Offload)."),
-    workload: str = typer.Option(None, "--workload", "-w", help="A workload file instead of the flags above."),
+    workload: str = typer.Option(None, "--workload", "-w", help="A workload file; flags given explicitly override "
+                                 "its values."),
     run_tokens: str = typer.Option(None, "--run-tokens", help="Tokens of a whole run ('100M', '2e9'): adds hours, "
                                    "kWh and $ per run."),
     curve: bool = typer.Option(False, "--curve", help="Add the memory growth curve over batch × sequence length."),
@@ -116,15 +140,19 @@ def estimate_cmd(
 
     model_arg: Any = model
     options: dict[str, Any] = {}
-    if workload:
-        model_arg, options = _workload_options(workload)
-    elif not model:
-        raise InputError("--model is required (or --workload FILE)", "see 'gpumatch estimate --help'")
     flags = {"task": task, "batch": batch, "seq": seq, "prompt": prompt, "gen": gen, "precision": precision,
              "kv_precision": kv_precision, "optimizer": optimizer, "master_weights": master_weights,
              "recompute": recompute, "tp": tp, "pp": pp, "dp": dp, "zero": zero, "micro_batches": micro_batches,
              "offload_optimizer": offload_optimizer or None}
-    options.update({k: v for k, v in flags.items() if v is not None})
+    given = {k: v for k, v in flags.items() if v is not None}
+    if workload:
+        model_arg, options = _workload_options(workload)
+        options = _override(options, given)
+        if model:
+            model_arg = model
+    elif not model:
+        raise InputError("--model is required (or --workload FILE)", "see 'gpumatch estimate --help'")
+    options.update(given)
     if run_tokens is not None:
         from gpumatch.workload.quantities import token_count
 

@@ -22,8 +22,19 @@ from gpumatch.estimate.inputs import model_nums
 from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
-from gpumatch.estimate.setup import Request, build_case
+from gpumatch.estimate.setup import Request, build_case, shape_numbers
 from gpumatch.models.arch import ModelArch
+from gpumatch.workload.rules import (
+    MAX_BATCH,
+    MAX_GPUS,
+    MAX_MICRO_BATCHES,
+    MAX_RUN_TOKENS,
+    MAX_TOKENS_PER_SEQUENCE,
+    check_bound,
+    check_context,
+    misplaced_options,
+)
+from gpumatch.workload.schema import FOUR_BIT
 
 
 def resolve_model(model: ModelArch | str) -> ModelArch:
@@ -45,7 +56,59 @@ def resolve_gpu(gpu: GpuSpec | str) -> GpuSpec:
     return gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
 
 
+#: How each option is named on the command line (messages name what the user typed).
+_FLAG = {"micro_batches": "--micro-batches", "kv_precision": "--kv-precision", "master_weights": "--master-weights",
+         "offload_optimizer": "--offload-optimizer", "grad_bytes": "grad_bytes"}
+
+
+def flag_name(option: str) -> str:
+    return _FLAG.get(option, f"--{option.replace('_', '-')}")
+
+
+def check_options(options: dict[str, Any], count: int | None = None) -> None:
+    """Refuse options that conflict, do not apply to the task, or are out of range.
+
+    ``options`` holds only what the user set (Request field names); defaults never trigger a rule. The
+    task rules are those of workload files (:mod:`gpumatch.workload.rules`), so both paths agree.
+    """
+    task = str(options.get("task", "infer"))
+    if options.get("seq") is not None and options.get("prompt") is not None:
+        raise InputError("give --seq (training) or --prompt/--gen (inference), not both",
+                         "--seq is the training sequence length; --prompt the prompt tokens of inference")
+    for name, kind in misplaced_options(task, [k for k, v in options.items() if v is not None]):
+        other = "--task train, finetune, lora or qlora" if kind == "training" else "--task infer or serve"
+        raise InputError(f"{flag_name(name)} applies to {kind} only, but the task is {task!r}",
+                         f"drop {flag_name(name)} or use {other}")
+    if task == "qlora" and options.get("precision") is not None and options["precision"] not in FOUR_BIT:
+        raise InputError(f"task 'qlora' keeps the frozen base in 4 bits, but --precision is {options['precision']!r}",
+                         "use --precision nf4, or --task lora for a 16-bit base")
+    sizes = dict(options, count=count)
+    for name in ("count", "tp", "pp", "dp", "batch", "micro_batches", "seq", "prompt", "gen"):
+        v = sizes.get(name)
+        if v is not None and v < 1:
+            raise InputError(f"{flag_name(name)} must be at least 1, got {v}")
+    for name, top in (("count", MAX_GPUS), ("tp", MAX_GPUS), ("pp", MAX_GPUS), ("dp", MAX_GPUS),
+                      ("batch", MAX_BATCH), ("micro_batches", MAX_MICRO_BATCHES), ("seq", MAX_TOKENS_PER_SEQUENCE),
+                      ("prompt", MAX_TOKENS_PER_SEQUENCE), ("gen", MAX_TOKENS_PER_SEQUENCE)):
+        check_bound(flag_name(name), sizes.get(name), top)
+
+
+def check_request_context(arch: ModelArch, req: Request, given: dict[str, Any]) -> None:
+    """The context the request holds (training: seq; inference: prompt + gen) within the model's positions.
+
+    Checked only when the user gave a length (the defaults are not theirs to fix).
+    """
+    if not any(given.get(k) is not None for k in ("seq", "prompt", "gen")):
+        return
+    shape = shape_numbers(req)
+    if req.training:
+        check_context(arch, int(shape["seq"]), "--seq")
+    else:
+        check_context(arch, int(shape["prompt"] + shape["gen"]), "--prompt + --gen")
+
+
 def _request(count: int | None, kw: dict[str, Any]) -> Request:
+    check_options(kw, count)
     tp, pp = int(kw.get("tp", 1)), int(kw.get("pp", 1))
     dp = kw.get("dp")
     if dp is None:
@@ -105,6 +168,7 @@ def estimate(
     arch, spec = resolve_model(model), resolve_gpu(gpu)
     cal = calibration or DEFAULT_CALIBRATION
     req = _request(count, options)
+    check_request_context(arch, req, options)
     case, warnings = build_case(arch, spec, req)
     m = model_nums(arch)
     out = evaluate(req.task, m, case, cal, site or DEFAULT_SITE)
@@ -119,6 +183,7 @@ def estimate(
     if run_tokens is not None:
         if run_tokens <= 0:
             raise InputError(f"run tokens must be positive, got {run_tokens}")
+        check_bound("--run-tokens", run_tokens, MAX_RUN_TOKENS)
         metrics.update({k: float(v) for k, v in run_metrics(run_tokens, metrics).items()})
     mem = MemoryEstimate({k: metrics[k] for k in _MEMORY_ITEMS})
     if not mem.fits:
