@@ -84,7 +84,8 @@ def table_text(d: dict[str, Any]) -> str:
         parts.append(to_table(shortlist_rows(entries, training), title=title))
         parts.append("\n".join(entry_notes(entries)))
     for title, rows in rejected_sections(d["rejected"]):
-        parts.append(to_table(rows, ["gpu", "precision", "tried", "reason"], title=f"\n{title}"))
+        parts.append(to_table(rows, ["gpu", "precision", "tried", "reason"], title=f"\n{title}") if rows
+                     else f"\n{title}")
     parts.extend(f"note: {n}" for n in d["notes"])
     return "\n".join(parts)
 

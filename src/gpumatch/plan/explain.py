@@ -55,12 +55,20 @@ def cost_text(est: dict[str, Any], req: PlanRequest) -> str:
     return out
 
 
+TIE_POINTS = 0.05
+"""Score gaps below this (what prints as "0.0 points") are ties, not a change to name."""
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}" if x >= 0.01 else f"{x:.1%}"
+
+
 def flip(a: dict[str, Any], b: dict[str, Any], weights: dict[str, float]) -> str:
     """What single change of ``b`` would overtake ``a`` (scores and term values in the entries)."""
     gap = a["score"] - b["score"]
     total = sum(weights.values())
-    if gap <= 1e-9:
-        return f"tied with {label(b)}"
+    if gap < TIE_POINTS:
+        return f"tied with {label(b)} (scores {a['score']:.1f} and {b['score']:.1f})"
     options = []
     for term, w in weights.items():
         if w <= 0:
@@ -74,8 +82,8 @@ def flip(a: dict[str, Any], b: dict[str, Any], weights: dict[str, float]) -> str
                 continue
             name, higher = _LOG_TERMS[term]
             factor = 10**need
-            change = (f"{factor - 1.0:.0%} higher" if factor < 2.0 else f"{factor:.2g}x higher") if higher else (
-                f"{1.0 - 1.0 / factor:.0%} lower")
+            change = (f"{_pct(factor - 1.0)} higher" if factor < 2.0 else f"{factor:.2g}x higher") if higher else (
+                f"{_pct(1.0 - 1.0 / factor)} lower")
             options.append((need, f"if its {name} were {change}"))
         else:
             options.append((need, f"if its {term.replace('_', ' ')} term rose by {need:.2f} (now {have:.2f})"))

@@ -72,6 +72,20 @@ class PlanRequest:
     dev: bool = False
     tp: int | None = None
     pp: int | None = None
+    gpus_from_flags: tuple[str, ...] = ()
+    """Which of ``gpus_allow``/``gpus_deny`` came from ``--gpu``/``--exclude`` ("allow", "deny"), not the file:
+    rejection reasons name what the user actually wrote."""
+
+    def exclusion(self, gpu: str) -> str:
+        """Why ``gpu`` is left out, naming the flag or the file field that did it (empty when it is not)."""
+        if self.gpus_allow and gpu not in self.gpus_allow:
+            src = (" ".join(f"--gpu {n}" for n in self.gpus_allow) if "allow" in self.gpus_from_flags
+                   else "the workload's gpus.allow")
+            return f"not selected ({src})"
+        if gpu in self.gpus_deny:
+            src = f"--exclude {gpu}" if "deny" in self.gpus_from_flags else "the workload's gpus.deny"
+            return f"excluded ({src})"
+        return ""
 
     @property
     def training(self) -> bool:
@@ -227,6 +241,10 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
             raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {opts[name]}")
     check_quantities(opts)
     given = set(opts)
+    flagged = tuple(k for k in ("allow", "deny") if f"gpus_{k}" in opts)
+    if flagged:
+        kept = () if base is None else tuple(k for k in base.gpus_from_flags if k not in flagged)
+        opts["gpus_from_flags"] = kept + flagged
     if base is None:
         if model is None:
             raise InputError("a model is needed: give a workload file or --model", "see 'gpumatch plan --help'")

@@ -34,7 +34,7 @@ DEFAULT_MEMORY_MARGIN = 0.05
 # (code, group title); index 0 is "passes".
 RULES: tuple[tuple[str, str], ...] = (
     ("ok", "passes"),
-    ("excluded", "excluded by the workload's gpus.allow / gpus.deny"),
+    ("excluded", "not considered (--gpu / --exclude, or the workload's gpus.allow / gpus.deny)"),
     ("precision", "precision not supported by the architecture"),
     ("heads", "tensor parallel does not divide the attention heads"),
     ("layers", "more pipeline stages than layers"),
@@ -162,7 +162,7 @@ def describe(code: int, req: PlanRequest, facts: GpuFacts, cs: CandidateSet, i: 
     tp, n = int(cs.tp[i]), int(cs.count[i])
     a = req.model
     if name == "excluded":
-        return f"{g.name} is excluded by the workload's gpus.allow / gpus.deny lists"
+        return req.exclusion(g.name)
     if name == "precision":
         arch_text = g.architecture + (f", compute capability {g.compute_capability}" if g.compute_capability else "")
         arch_text = "" if arch_text == g.name else f" ({arch_text})"
@@ -244,7 +244,7 @@ def flags(req: PlanRequest, facts: GpuFacts, cs: CandidateSet, i: int, est: dict
     if mit.qlora:
         out.append("4-bit base (QLoRA): slower steps than a 16-bit base; check final quality")
     if mit.precision == "fp8" and req.training:
-        out.append("fp8 training (Transformer Engine): compare loss curves against bf16 before committing")
+        out.append("fp8 training (scaled fp8 matmuls): compare loss curves against bf16 before committing")
     if g.vendor != "nvidia":
         stack = "ROCm" if g.vendor == "amd" else f"the {g.vendor} software stack"
         out.append(f"{stack}: confirm the framework, kernels and parallelism library you use run on it")

@@ -84,10 +84,11 @@ def rejected_sections(rejected: list[dict[str, Any]]) -> list[tuple[str, list[di
     for r in rejected:
         by_rule.setdefault(r["rule"], []).append(r)
     out = []
+    excluded = by_rule.pop("excluded", [])
     for rows in by_rule.values():
         configs = sum(r["configurations"] for r in rows)
         gpus = len({r["gpu"] for r in rows})
-        title = f"Failed: {rows[0]['rule_title']} — {configs} configurations, {gpus} GPU models"
+        title = f"Failed: {rows[0]['rule_title']} — {plural(configs, 'configuration')}, {plural(gpus, 'GPU model')}"
         seen: set[str] = set()
         examples = []
         def closeness(r: dict[str, Any]) -> tuple[float, int]:
@@ -103,7 +104,24 @@ def rejected_sections(rejected: list[dict[str, Any]]) -> list[tuple[str, list[di
             if len(examples) >= EXAMPLES_PER_REASON:
                 break
         out.append((title, examples))
+    if excluded:
+        out.append((_not_considered(excluded), []))
     return out
+
+
+def _not_considered(rows: list[dict[str, Any]]) -> str:
+    """One line for the GPUs the request left out, by reason: "30 GPU models not selected (--gpu L4)"."""
+    by_reason: dict[str, list[str]] = {}
+    for r in rows:
+        by_reason.setdefault(r["reason"], []).append(r["gpu"])
+    parts = [f"{plural(len(gpus), 'GPU model')} {reason}" if reason.startswith("not selected")
+             else f"{', '.join(gpus)} {reason}" for reason, gpus in by_reason.items()]
+    return "Not considered: " + "; ".join(parts)
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """ "1 GPU model", "2 GPU models" (``nouns`` for irregular plurals)."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
 def header(d: dict[str, Any]) -> str:
@@ -111,7 +129,7 @@ def header(d: dict[str, Any]) -> str:
     what = (f"{r['model']} {('dev' if r['dev'] else r['task'])}, {r['precision']}"
             + (f", batch {r['batch']} × {r['seq']} tokens" if r["task"] in ("train", "finetune", "lora", "qlora")
                else f", {r['batch']} in flight, {r['prompt']}+{r['gen']} tokens"))
-    return (f"Plan '{r['name']}': {what}; up to {r['max_gpus']} GPUs, {r['gpus_per_node']} per node. "
+    return (f"Plan '{r['name']}': {what}; up to {plural(r['max_gpus'], 'GPU')}, {r['gpus_per_node']} per node. "
             f"{d['candidates_evaluated']:,} candidates, {d['candidates_estimated']:,} estimated, {d['feasible']:,} "
             f"feasible, in {d['elapsed_s']:.2f} s (basis: {d['basis']}).")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -98,3 +99,53 @@ def replace_terms(entry: dict[str, object], **terms: float) -> dict[str, object]
 def test_pinned_tp() -> None:
     req = replace(with_options(None, get_model("llama-3.1-8b"), task="serve", batch=4, max_gpus=8), tp=4)
     assert {row[1] for row in layouts(req)} == {4}
+
+
+def test_flip_reads_a_tie_as_a_tie() -> None:
+    """Not "if its tokens/s were 0% higher (gap 0.0 points)"."""
+    terms = {"throughput": 0.9, "cost": 0.5}
+    a = {"gpu": "L4", "count": 1, "score": 70.02, "terms": terms}
+    b = {"gpu": "T4", "count": 1, "score": 70.0, "terms": terms}
+    assert explain.flip(a, b, {"throughput": 1.0, "cost": 1.0}) == "tied with T4 ×1 (scores 70.0 and 70.0)"
+    b = {**b, "score": 69.0}
+    assert "(gap 1.0 points)" in explain.flip(a, b, {"throughput": 1.0, "cost": 1.0})
+
+
+def test_counts_read_singular_and_plural() -> None:
+    from gpumatch.plan.view import header, plural, rejected_sections
+
+    assert plural(1, "GPU model") == "1 GPU model" and plural(2, "GPU model") == "2 GPU models"
+    assert plural(1, "GPU") == "1 GPU"
+    row = {"gpu": "A10", "count": 1, "rule": "budget", "rule_title": "over budget", "configurations": 1,
+           "precision": "any", "example": "x", "reason": "r", "miss_fraction": None}
+    assert rejected_sections([row])[0][0] == "Failed: over budget — 1 configuration, 1 GPU model"
+    req = {"name": "n", "model": "m", "dev": False, "task": "serve", "precision": "bf16", "batch": 1, "prompt": 1,
+           "gen": 1, "max_gpus": 1, "gpus_per_node": 1}
+    d = {"request": req, "candidates_evaluated": 1, "candidates_estimated": 1, "feasible": 1, "elapsed_s": 0.0,
+         "basis": "assumed"}
+    assert "up to 1 GPU," in header(d)
+
+
+def test_gpu_flag_exclusion_is_attributed_to_the_flag_and_collapsed(capsys: Any) -> None:
+    from gpumatch.cli.app import main
+
+    args = ["plan", "--model", "llama-3.1-8b", "--task", "lora", "--batch", "16", "--seq", "2048", "--gpu",
+            "RTX 4090", "--max-gpus", "2", "--gpus-per-node", "2"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "workload's gpus.allow" not in out
+    lines = [x for x in out.splitlines() if "not selected" in x]
+    assert len(lines) == 1 and lines[0].startswith("Not considered: ")
+    assert lines[0].endswith("GPU models not selected (--gpu GeForce RTX 4090)")
+
+
+def test_fp8_training_flag_is_vendor_neutral() -> None:
+    from pathlib import Path
+
+    from gpumatch.plan import plan
+    from gpumatch.workload import load_workload
+
+    p = plan(load_workload(Path(__file__).resolve().parents[3] / "examples" / "finetune-70b-cluster.toml"), top=3)
+    assert any(e["gpu"].startswith("Instinct") for es in p.shortlist.values() for e in es)
+    flags = [f for es in p.shortlist.values() for e in es for f in e["flags"] if "fp8 training" in f]
+    assert flags and not any("Transformer Engine" in f for f in flags)
