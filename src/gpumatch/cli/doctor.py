@@ -16,8 +16,9 @@ HELP = (
     'clocks, ECC and row remapping, MIG and persistence, foreign processes, temperature headroom, driver '
     "vs CUDA vs the torch build (is this card in torch's arch list), and PSU headroom (1.5x rule) with "
     '--psu-w.\n\n'
-    'Exit code: 0 when nothing fails (warnings allowed; also on a machine with no GPU), 1 when a check '
-    'fails.\n\n'
+    'Exit code: 0 when nothing fails (warnings allowed; also on a machine with no GPU, where the overall '
+    'verdict is SKIP), 1 when a check fails. --format csv gives the checks, then the environment manifest '
+    "as rows 'manifest.KEY' with verdict 'info'.\n\n"
     'Examples:\n'
     '  gpumatch doctor\n'
     '  gpumatch doctor --psu-w 1600 --other-w 300\n'
@@ -49,12 +50,13 @@ def doctor(
              "detail": c.detail, "hint": c.hint} for c in report.checks]
     if fmt is Format.json:
         emit(to_json(report.to_dict()))
-    elif fmt is Format.csv:
-        emit(to_csv(rows, _CHECK_COLUMNS))
+    elif fmt is Format.csv:  # the checks, then the whole manifest as 'manifest.KEY' rows (verdict 'info')
+        emit(to_csv(rows + _manifest_rows(report.manifest, report.note), _CHECK_COLUMNS))
     else:
         emit(key_values(_environment(report.manifest, report.note), title="Environment"))
         emit("")
-        emit(to_table(rows, _CHECK_COLUMNS, title=f"Preflight checks: overall {report.overall.upper()}"))
+        overall = report.overall.upper() + (" (no GPU checked)" if report.overall == "skip" else "")
+        emit(to_table(rows, _CHECK_COLUMNS, title=f"Preflight checks: overall {overall}"))
     if report.overall == "fail":
         failed = ", ".join(sorted({c.name for c in report.checks if c.verdict == "fail"}))
         raise PreflightFailed(f"preflight failed: {failed}", "see the hints in the table above")
@@ -64,6 +66,28 @@ class PreflightFailed(GpumatchError):
     """At least one check failed: exit code 1 (bad input stays 2), after the report was printed."""
 
     exit_code = 1
+
+
+def _manifest_rows(m: dict[str, Any], note: str) -> list[dict[str, Any]]:
+    """The manifest flattened to one row per leaf (``manifest.driver.driver_version``), so that a CSV
+    keeps what the table and JSON show; lists are indexed (``manifest.gpus.0.name``)."""
+    out: list[dict[str, Any]] = []
+    if note:
+        out.append({"check": "manifest.note", "gpu": "", "verdict": "info", "detail": note, "hint": ""})
+
+    def walk(prefix: str, v: Any) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(f"{prefix}.{k}", x)
+        elif isinstance(v, list) and v and any(isinstance(x, dict | list) for x in v):
+            for i, x in enumerate(v):
+                walk(f"{prefix}.{i}", x)
+        else:
+            text = ";".join(str(x) for x in v) if isinstance(v, list) else ("" if v is None else v)
+            out.append({"check": prefix, "gpu": "", "verdict": "info", "detail": text, "hint": ""})
+
+    walk("manifest", m)
+    return out
 
 
 def _environment(m: dict[str, Any], note: str) -> dict[str, Any]:

@@ -21,7 +21,10 @@ from gpumatch.telemetry.probe import TorchBuild, pcie_under_load, probe_torch
 
 @dataclass(frozen=True)
 class DoctorReport:
-    """Manifest, checks, and whether a GPU was found (``note`` says why not)."""
+    """Manifest, checks, and whether a GPU was found (``note`` says why not).
+
+    ``overall``: ``fail``, ``warn``, ``pass``, or ``skip`` when no GPU was checked and nothing failed.
+    """
 
     manifest: dict[str, Any]
     checks: list[Check]
@@ -70,7 +73,16 @@ def run_doctor(
     finally:
         if backend is not None:
             backend.close()
-    return DoctorReport(manifest, checks, backend is not None, note, worst(checks))
+    return DoctorReport(manifest, checks, backend is not None, note, overall_verdict(checks, bool(gpus)))
+
+
+def overall_verdict(checks: list[Check], gpu_checked: bool) -> str:
+    """fail > warn > pass, but ``skip`` when nothing failed or warned and no GPU was checked (a machine
+    without a GPU, or every check skipped): "pass" there read as if the GPUs had been found healthy."""
+    overall = worst(checks)
+    if overall == "pass" and (not gpu_checked or all(c.verdict == "skip" for c in checks)):
+        return "skip"
+    return overall
 
 
 def _gpu_facts(backend: Backend | None, tb: TorchBuild | None, pcie_load: bool, python: str) -> tuple[GpuFacts, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sys
 from pathlib import Path
@@ -29,13 +31,26 @@ def test_doctor_without_gpu_works_and_exits_0(no_nvml, capsys) -> None:
     assert main(["doctor", "--no-pcie-load"]) == 0
     out = capsys.readouterr().out
     assert "none found" in out and "NVML could not start" in out
-    assert "Preflight checks: overall PASS" in out
+    assert "Preflight checks: overall SKIP (no GPU checked)" in out
+
+
+def test_doctor_csv_keeps_the_manifest(no_nvml, capsys) -> None:
+    assert main(["doctor", "--no-torch", "--no-pcie-load", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    by_check = {r["check"]: r for r in rows}
+    assert by_check["gpu"]["verdict"] == "skip"
+    assert (
+        len(by_check["manifest.manifest_hash"]["detail"]) == 64
+        and by_check["manifest.manifest_hash"]["verdict"] == "info"
+    )
+    assert "NVML" in by_check["manifest.note"]["detail"]
+    assert any(k.startswith("manifest.host.") for k in by_check)
 
 
 def test_doctor_json(no_nvml, capsys) -> None:
     assert main(["doctor", "--no-torch", "--psu-w", "1.6kW", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["gpu_found"] is False and d["overall"] == "pass"
+    assert d["gpu_found"] is False and d["overall"] == "skip"
     assert len(d["manifest"]["manifest_hash"]) == 64
 
 
