@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from gpumatch.errors import InputError
 from gpumatch.estimate import Site
 from gpumatch.models.arch import ModelArch
-from gpumatch.workload import Workload
+from gpumatch.workload import Workload, rules
 from gpumatch.workload.schema import MoneySection, PowerSection, TargetsSection
 
 DEFAULT_MAX_GPUS = 64
@@ -177,10 +177,16 @@ _SCHEMA_CHECKED: dict[str, tuple[type[BaseModel], str, str, str]] = {
     "tpot_p50_s": (TargetsSection, "tpot_p50_s", "--tpot-s", "--tpot-s 0.05"),
     "tokens_per_s": (TargetsSection, "tokens_per_s", "--tokens-per-s", "--tokens-per-s 2000"),
 }
-#: Options that only one kind of task reads: (option, flag).
-_INFERENCE_ONLY = (("kv_precision", "--kv-precision"), ("prompt", "--prompt"), ("gen", "--gen"),
-                   ("ttft_p50_s", "--ttft-s"), ("tpot_p50_s", "--tpot-s"))
-_TRAINING_ONLY = (("micro_batch", "--micro-batch"), ("seq", "--seq"))
+#: Options only one kind of task reads: the shared rule (:func:`gpumatch.workload.rules.misplaced_options`) plus
+#: the plan's own (its micro-batch and sequence length, its latency targets).
+_INFERENCE_ONLY = ("ttft_p50_s", "tpot_p50_s")
+_TRAINING_ONLY = ("micro_batch", "seq")
+_FLAGS = {"kv_precision": "--kv-precision", "prompt": "--prompt", "gen": "--gen", "ttft_p50_s": "--ttft-s",
+          "tpot_p50_s": "--tpot-s", "micro_batch": "--micro-batch", "seq": "--seq"}
+#: Upper bounds shared with ``estimate`` and workload files (only a typo exceeds them).
+_BOUNDS = {"batch": rules.MAX_BATCH, "micro_batch": rules.MAX_BATCH, "max_gpus": rules.MAX_GPUS,
+           "gpus_per_node": 1024, "seq": rules.MAX_TOKENS_PER_SEQUENCE, "prompt": rules.MAX_TOKENS_PER_SEQUENCE,
+           "gen": rules.MAX_TOKENS_PER_SEQUENCE}
 
 
 def check_quantities(opts: dict[str, Any]) -> None:
@@ -201,16 +207,20 @@ def check_quantities(opts: dict[str, Any]) -> None:
 
 def check_task_options(req: PlanRequest, given: set[str]) -> None:
     """Reject options given on the command line that the request's task would ignore."""
-    if req.training:
-        for name, flag in _INFERENCE_ONLY:
-            if name in given:
-                raise InputError(f"{flag} is for inference, not task {req.task!r}", f"remove {flag}")
-    else:
+    own = _INFERENCE_ONLY if req.training else _TRAINING_ONLY
+    wrong = [n for n, _ in rules.misplaced_options(req.task, given) if n in _FLAGS] + [n for n in own if n in given]
+    if wrong:
+        flag = _FLAGS[sorted(wrong, key=list(_FLAGS).index)[0]]
+        if req.training:
+            raise InputError(f"{flag} is for inference, not task {req.task!r}", f"remove {flag}")
         task = "dev" if req.dev else req.task
-        for name, flag in _TRAINING_ONLY:
-            if name in given:
-                raise InputError(f"{flag} is for training; task {task!r} reads --prompt and --gen",
-                                 f"remove {flag}" + ("; the context is --prompt + --gen" if name == "seq" else ""))
+        raise InputError(f"{flag} is for training; task {task!r} reads --prompt and --gen",
+                         f"remove {flag}" + ("; the context is --prompt + --gen" if flag == "--seq" else ""))
+    flags = ("--seq",) if req.training else ("--prompt", "--gen")
+    problem = rules.context_problem(req.model, req.seq if req.training else req.prompt + req.gen)
+    if problem:
+        said = " + ".join(flags) if set(given) & {"seq", "prompt", "gen"} else "the default " + " + ".join(flags)
+        raise InputError(f"{said}: {problem[0]}", f"keep {' + '.join(flags)} <= {req.model.max_position_embeddings}")
     both = sorted(set(req.gpus_allow) & set(req.gpus_deny))
     if both:
         raise InputError(f"{', '.join(both)} is both allowed and denied (--gpu / gpus.allow and --exclude / "
@@ -239,6 +249,8 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
     for name in _POSITIVE:
         if name in opts and opts[name] < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {opts[name]}")
+    for name, top in _BOUNDS.items():
+        rules.check_bound(f"--{name.replace('_', '-')}", opts.get(name), top)
     check_quantities(opts)
     given = set(opts)
     flagged = tuple(k for k in ("allow", "deny") if f"gpus_{k}" in opts)

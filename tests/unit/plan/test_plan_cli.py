@@ -65,6 +65,10 @@ def test_plan_flags_table_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
         (["plan", "--model", "llama-3.1-8b", "--task", "serve", "--seq", "100", "--prompt", "50"], "--seq is for"),
         (["plan", "--model", "llama-3.1-8b", "--gpu", "L4", "--exclude", "L4"], "L4 is both allowed and denied"),
         (["plan", "--model", "llama-3.1-8b", "--task", "serve", "--tp", "3"], "--tp 3 does not divide the 32"),
+        (["plan", "--model", "llama-3.1-8b", "--task", "serve", "--prompt", "200000"],
+         "--prompt + --gen: a 200256-token context exceeds llama-3.1-8b's 131072 positions"),
+        (["plan", "--model", "llama-3.1-8b", "--task", "lora", "--seq", "200000"], "--seq: a 200000-token context"),
+        (["plan", "--model", "llama-3.1-8b", "--batch", "100000000"], "--batch 1e+08 is beyond any real workload"),
     ],
 )
 def test_bad_input_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:
