@@ -63,6 +63,9 @@ def monitor(
     if output is not None and output.suffix.lower() not in (".csv", ".parquet"):
         raise InputError(f"--output must end in .csv or .parquet, not '{output.suffix or output.name}'",
                          "e.g. --output trace.csv")
+    if output is not None and not output.parent.is_dir():  # say so before an hours-long measurement, not after
+        raise InputError(f"cannot write {output}: folder {output.parent} does not exist",
+                         "create the folder first, or choose another --output")
     result, store_error = _run(command, interval, replay, gpu, store)
     written: list[Path] = []
     if output is not None:

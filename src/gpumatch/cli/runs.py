@@ -162,11 +162,8 @@ def _check_target(output: Path, force: bool) -> None:
 
     folder = output.parent
     if not folder.is_dir():
-        why = "is not a folder" if folder.exists() else "folder does not exist"
-        raise InputError(
-            f"cannot write {output}: {folder} {why}" if folder.exists() else f"cannot write {output}: {why} ({folder})",
-            "create the folder first, or choose another --output",
-        )
+        why = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
+        raise InputError(f"cannot write {output}: {why}", "create the folder first, or choose another --output")
     for p in (output, sidecar_path(output)):
         if p.is_dir():
             raise InputError(f"cannot write {p}: it is a directory", "choose another --output")

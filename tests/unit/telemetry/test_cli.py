@@ -182,6 +182,14 @@ def test_replay_with_a_bad_store_exits_2_and_names_the_replayed_file(
     assert len(err) == 1 and "results store not updated" in err[0] and f"the trace is in {gemm_csv}" in err[0]
 
 
+def test_monitor_output_in_a_missing_folder_is_refused_before_measuring(fake_gpu, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "nonexistdir" / "t.csv"
+    assert main(["monitor", "-o", str(out), "--", sys.executable, "-c", "pass"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and "folder" in cap.err and "does not exist" in cap.err
+    assert not (tmp_path / "gpumatch-home" / "results.sqlite").exists()
+
+
 def test_replay_is_stored_as_kind_monitor_replay(gemm_csv: Path, capsys) -> None:
     assert main(["monitor", "--replay", str(gemm_csv)]) == 0
     assert "kind monitor-replay" in capsys.readouterr().err
