@@ -70,7 +70,7 @@ def plan_cmd(
 
 def table_text(d: dict[str, Any]) -> str:
     """The readable view: per role the ranked table and its explanations, then the failed configurations."""
-    from gpumatch.plan.view import entry_notes, header, rejected_sections, shortlist_rows
+    from gpumatch.plan.view import as_requested_line, entry_notes, header, rejected_sections, shortlist_rows
     from gpumatch.report.render import to_table
 
     training = d["request"]["task"] in ("train", "finetune", "lora", "qlora")
@@ -83,6 +83,9 @@ def table_text(d: dict[str, Any]) -> str:
             continue
         parts.append(to_table(shortlist_rows(entries, training), title=title))
         parts.append("\n".join(entry_notes(entries)))
+        alt = as_requested_line(d, role)
+        if alt:
+            parts.append(alt)
     for title, rows in rejected_sections(d["rejected"]):
         parts.append(to_table(rows, ["gpu", "precision", "tried", "reason"], title=f"\n{title}") if rows
                      else f"\n{title}")

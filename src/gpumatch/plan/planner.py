@@ -4,6 +4,14 @@ Order of work (the seed's order of decision): enumerate every SKU × count × la
 reject on structure, precision support, power, cooling and money without estimating; estimate memory for the
 rest and reject what does not fit (with the margin); estimate time, power and cost for what fits and reject
 what misses the targets; score the survivors per role and keep the best configuration per GPU model.
+
+Unrequested numerics (design choice): a precision or KV-cache format the request did not ask for costs a stated
+risk fraction of the score (:mod:`gpumatch.plan.roles`), but it can still win on speed, memory and cost, e.g. int4
+over fp16 for a 70B model that fits as written. Rather than raise the risks until the request as written always
+wins (which would hide real gains and re-tune every role), a role whose shown entries all change the numerics also
+carries ``as_requested``: its best feasible candidate in the precision as requested (None when there is none), so
+the user sees what keeping the numerics costs. Recompute, offload and gradient accumulation do not change the
+numerics and count as "as requested".
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ class Plan:
     elapsed_s: float
     basis: str
     notes: tuple[str, ...] = field(default=())
+    as_requested: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    """Per role whose shown entries all change the numerics: the best candidate in the precision as requested
+    (None: none is feasible), so an unrequested int4/fp8 pick never hides that the request fits as written."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON contract of ``gpumatch plan --format json`` (issue 5) plus request, roles and counts."""
@@ -61,6 +72,7 @@ class Plan:
             "elapsed_s": self.elapsed_s,
             "basis": self.basis,
             "notes": list(self.notes),
+            "as_requested": dict(self.as_requested),
         }
 
 
@@ -102,7 +114,9 @@ def plan(
     ok = code[fit] == 0
     feasible, fperf = fit[ok], {k: v[ok] for k, v in perf.items()}
     chosen = _roles(req, roles)
-    shortlist = {r.name: _rank(req, r, facts, cs, feasible, fperf, top) for r in chosen}
+    ranked = {r.name: _rank(req, r, facts, cs, feasible, fperf, top) for r in chosen}
+    shortlist = {name: v[0] for name, v in ranked.items()}
+    as_requested = {name: v[1] for name, v in ranked.items() if v[2]}
     failed = {**{k: np.full(len(cs), np.nan) for k in perf}, **est}
     for k, v in perf.items():
         failed[k][fit] = v
@@ -112,6 +126,7 @@ def plan(
         roles={r.name: r.title for r in chosen},
         shortlist=shortlist,
         rejected=rejected,
+        as_requested=as_requested,
         candidates_evaluated=len(cs),
         candidates_estimated=int(idx.size),
         feasible=int(feasible.size),
@@ -189,13 +204,20 @@ def _roles(req: PlanRequest, only: Sequence[str] | None) -> tuple[Role, ...]:
     return chosen
 
 
+Ranked = tuple[list[dict[str, Any]], dict[str, Any] | None, bool]
+
+
 def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet, feasible: npt.NDArray[np.intp],
-          perf: dict[str, FloatArray], top: int) -> list[dict[str, Any]]:
-    """Score the role's pool and keep the best configuration of each GPU model, best first."""
+          perf: dict[str, FloatArray], top: int) -> Ranked:
+    """Score the role's pool and keep the best configuration of each GPU model, best first.
+
+    Also: when every shown entry changes the numerics (a precision or KV format the request did not ask for), the
+    best candidate as requested (None when none is feasible) and True; else (entries, None, False).
+    """
     sub = cs.take(feasible)
     pool = np.flatnonzero(role.admits(req, sub.count, facts.tdp_w[sub.gpu]))
     if not pool.size:
-        return []
+        return [], None, False
     pm = {k: v[pool] for k, v in perf.items()}
     pm["latency_s"] = _latency(req, pm)
     rel = np.array([reliability(g) for g in facts.specs])[sub.gpu[pool]]
@@ -206,11 +228,13 @@ def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet,
     order = np.lexsort((sub.count[pool], -np.round(s, 9)))
     seen: set[int] = set()
     entries: list[dict[str, Any]] = []
+    picked: list[int] = []
     for j in order:
         g = int(sub.gpu[pool[j]])
         if g in seen:
             continue
         seen.add(g)
+        picked.append(int(j))
         entries.append(_entry(req, facts, sub, int(pool[j]), pm, int(j), s, terms))
         if len(entries) > top:
             break
@@ -218,7 +242,15 @@ def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet,
         e["why"] = explain.why(e, k + 1, req)
         e["flip"] = (explain.flip(e, entries[k + 1], role.weights) if k + 1 < len(entries) else "no runner-up")
         e["experiments"] = explain.experiments(e, req)
-    return entries[:top]
+    pool_risk = risk[sub.mit[pool]]
+    if any(pool_risk[j] == 0.0 for j in picked[:top]):
+        return entries[:top], None, False
+    plain = order[pool_risk[order] == 0.0]
+    if not plain.size:
+        return entries[:top], None, True
+    alt = _entry(req, facts, sub, int(pool[plain[0]]), pm, int(plain[0]), s, terms)
+    alt["why"] = explain.why(alt, 0, req).split(": ", 1)[1]
+    return entries[:top], alt, True
 
 
 def _latency(req: PlanRequest, pm: dict[str, FloatArray]) -> FloatArray:

@@ -72,6 +72,22 @@ def entry_notes(entries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def as_requested_line(d: dict[str, Any], role: str) -> str | None:
+    """The role's best candidate in the precision as requested, when every shown pick changes the numerics."""
+    if role not in d.get("as_requested", {}):
+        return None
+    r = d["request"]
+    what = r["precision"] + (f", KV {r['kv_precision']}" if r.get("kv_precision") else "")
+    alt = d["as_requested"][role]
+    if alt is None:
+        return f"  best as requested ({what}): none feasible in this role; every pick above changes the numerics"
+    top = d["shortlist"][role][0]
+    extra = f" + {', '.join(alt['mitigations'])}" if alt["mitigations"] else ""
+    return (f"  best as requested ({what}): {alt['gpu']} ×{alt['count']} {alt['layout_text']}{extra}, score "
+            f"{alt['score']:.1f} (#1 {top['score']:.1f} with {', '.join(top['mitigations'])})\n"
+            f"     {alt['why']}\n     cost: {alt['cost']}")
+
+
 def rejected_sections(rejected: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     """Rejected groups by rule ("failed configurations"): a title with counts and a few example rows each.
 
@@ -135,7 +151,7 @@ def header(d: dict[str, Any]) -> str:
 
 
 def csv_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
-    """Flat rows: every shortlist entry, then every rejected group."""
+    """Flat rows: every shortlist entry, the as-requested alternatives, then every rejected group."""
     training = d["request"]["task"] in ("train", "finetune", "lora", "qlora")
     rows: list[dict[str, Any]] = []
     for role, entries in d["shortlist"].items():
@@ -147,6 +163,16 @@ def csv_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
                          "step_s": est["step_s"] if training else None,
                          "usd_per_million_tokens": est["usd_per_million_tokens"], "total_bytes": est["total_bytes"],
                          "bound": e["bound"], "rule": "", "reason": e["why"]})
+    for role, e in d.get("as_requested", {}).items():
+        if e is None:
+            continue
+        est = e["estimate"]
+        rows.append({"kind": "as-requested", "role": role, "rank": "", "gpu": e["gpu"], "count": e["count"],
+                     "layout": e["layout_text"], "mitigations": "; ".join(e["mitigations"]), "score": e["score"],
+                     "tokens_per_s": est["tokens_per_s"], "tpot_s": None if training else est["tpot_s"],
+                     "step_s": est["step_s"] if training else None,
+                     "usd_per_million_tokens": est["usd_per_million_tokens"], "total_bytes": est["total_bytes"],
+                     "bound": e["bound"], "rule": "", "reason": e["why"]})
     for r in d["rejected"]:
         rows.append({"kind": "rejected", "role": "", "rank": "", "gpu": r["gpu"], "count": r["count"],
                      "layout": r["example"], "mitigations": r["precision"], "score": "", "tokens_per_s": "",

@@ -192,3 +192,19 @@ def test_memory_examples_are_the_closest_to_fitting_per_gpu() -> None:
         misses.append(best)
     assert misses == sorted(misses) and max(shown) < 200
     assert any(not r["gpu"].endswith("×1") for r in rows)
+
+
+def test_best_as_requested_shown_when_every_pick_changes_the_numerics() -> None:
+    """70B fp16 on one GPU fits on MI325X/MI300X/B200, but int4 wins the score: the fp16 option is still shown."""
+    p = plan(_req("llama-3.1-70b", task="serve", precision="fp16", batch=1, max_gpus=1))
+    for role in ("latency-serving", "throughput-serving"):
+        assert all(e["mitigations"] for e in p.shortlist[role])
+        alt = p.as_requested[role]
+        assert alt is not None and alt["mitigations"] == [] and alt["count"] == 1
+        assert alt["estimate"]["total_bytes"] > 120 * GIB and alt["score"] <= p.shortlist[role][0]["score"]
+    assert "best as requested (fp16)" in __import__("gpumatch.cli.plan", fromlist=["x"]).table_text(p.to_dict())
+
+
+def test_no_as_requested_line_when_a_pick_is_as_requested() -> None:
+    p = plan(load_workload(EXAMPLES / "dev-box.toml"))
+    assert p.as_requested == {} and p.to_dict()["as_requested"] == {}
