@@ -75,7 +75,8 @@ def test_efficiency_curves_saturate() -> None:
 
 def test_sliding_window_caps_kv_cache_and_attention() -> None:
     """Mistral-7B v0.1 (4096-token window on every layer) and Gemma-2 (every other layer): the KV cache of a
-    16,384-token (Gemma-2: 8,192) sequence equals ModelArch.kv_bytes_for_context; a full-attention model keeps growing."""
+    16,384-token (Gemma-2: 8,192) sequence equals ModelArch.kv_bytes_for_context; a full-attention model keeps
+    growing."""
     from gpumatch.estimate import estimate
     from gpumatch.models import get_model
 
