@@ -12,18 +12,16 @@ small inner dimension costs efficiency. One JSON line per case.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 
 import torch
-import torch.nn.functional as F
 
 from gpumatch.bench import shapes
 from gpumatch.bench.decode import free
-from gpumatch.bench.llama import build_model, rope_tables
 from gpumatch.bench.shapes import LlamaShape
 from gpumatch.bench.timing import time_fn
+from gpumatch.bench.train import make_step
 
 CLASSES = (
     ("attention", ("flash", "fmha", "attention", "sdpa")),
@@ -43,21 +41,7 @@ def classify(name: str) -> str:
 
 def breakdown(shape: dict[str, object], batch: int, seq: int, master: str, dev: torch.device) -> dict[str, object]:
     s = LlamaShape.from_dict(shape)
-    model = build_model(s, dev, torch.float32 if master == "fp32" else torch.bfloat16)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
-    rope = rope_tables(s, seq, dev, torch.bfloat16)
-    tokens = torch.randint(0, s.vocab, (batch, seq + 1), device=dev)
-    inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-
-    def step() -> None:
-        amp = torch.autocast("cuda", dtype=torch.bfloat16) if master == "fp32" else contextlib.nullcontext()
-        with amp:
-            logits = model(inputs, rope)
-            loss = F.cross_entropy(logits.float().view(-1, s.vocab), targets.view(-1))
-        loss.backward()  # type: ignore[no-untyped-call]
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
+    step = make_step(s, batch, seq, "none", master, dev)
     wall = time_fn(step, dev, warmup=2, iters=5)["median_s"]
     steps = 3
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:

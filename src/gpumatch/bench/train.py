@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -71,13 +72,13 @@ def train_case(
     return row
 
 
-def _run(s: LlamaShape, row: dict[str, Any], batch: int, seq: int, recompute: str, master: str,
-         device: torch.device, warmup: int, iters: int, max_s: float | None) -> None:
-    """Build, step once, then time; fills ``row``. Locals die with this frame, so memory frees after it."""
+def make_step(s: LlamaShape, batch: int, seq: int, recompute: str, master: str,
+              device: torch.device) -> Callable[[], None]:
+    """Build the model, optimizer and data on ``device`` and return one training step (the module docstring's
+    variants). The closure holds everything; dropping it frees the memory."""
     param_dtype = torch.float32 if master == "fp32" else torch.bfloat16
     model = build_model(s, device, param_dtype)
     model.recompute = recompute == "full"
-    row["after_init"] = _memory(device)
     fused = device.type == "cuda"
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=fused, foreach=None if fused else True)
     rope = rope_tables(s, seq, device, torch.bfloat16)
@@ -94,6 +95,14 @@ def _run(s: LlamaShape, row: dict[str, Any], batch: int, seq: int, recompute: st
         opt.step()
         opt.zero_grad(set_to_none=True)
 
+    return step
+
+
+def _run(s: LlamaShape, row: dict[str, Any], batch: int, seq: int, recompute: str, master: str,
+         device: torch.device, warmup: int, iters: int, max_s: float | None) -> None:
+    """Build, step once, then time; fills ``row``. Locals die with this frame, so memory frees after it."""
+    step = make_step(s, batch, seq, recompute, master, device)
+    row["after_init"] = _memory(device)
     t0 = time.perf_counter()
     step()
     row["first_step_s"] = time.perf_counter() - t0
