@@ -71,7 +71,8 @@ def validation_message(label: str, err: ValidationError) -> DataFileError:
     errors = err.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     where = ".".join(str(p) for p in first["loc"])
-    extra = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
+    n_more = err.error_count() - 1
+    extra = f" (and {n_more} more problem{'s' if n_more > 1 else ''})" if n_more > 0 else ""
     msg = _one_line(str(first["msg"])).removeprefix("Value error, ")
     hint = "remove the field or check its spelling" if first["type"] == "extra_forbidden" else "fix that field"
     if not where:

@@ -86,7 +86,8 @@ def first_error(
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(str(p) for p in first["loc"])
     where = ".".join(loc) or "(top level)"
-    more = f" (and {err.error_count() - 1} more problems)" if err.error_count() > 1 else ""
+    n_more = err.error_count() - 1
+    more = f" (and {n_more} more problem{'s' if n_more > 1 else ''})" if n_more > 0 else ""
     if first["type"] == "extra_forbidden":
         return DataFileError(f"{label}: unknown field '{where}'{more}", _unknown_hint(loc, valid_names or {}))
     if first["type"] == "missing":

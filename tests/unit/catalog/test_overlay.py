@@ -238,7 +238,7 @@ def test_malformed_gpu_file_gives_one_line_naming_file_and_field(
 
 def test_error_reports_how_many_more_problems(gpu_dir: Path) -> None:
     (gpu_dir / "two.toml").write_text(sku(tdp="-1", lanes="99"), encoding="utf-8")
-    with pytest.raises(DataFileError, match=r"and 1 more problems"):
+    with pytest.raises(DataFileError, match=r"and 1 more problem\)"):
         load_catalog()
 
 
