@@ -32,6 +32,7 @@ from gpumatch.workload.rules import (
     MAX_TOKENS_PER_SEQUENCE,
     check_bound,
     check_context,
+    check_size,
     misplaced_options,
 )
 from gpumatch.workload.schema import FOUR_BIT
@@ -83,14 +84,10 @@ def check_options(options: dict[str, Any], count: int | None = None) -> None:
         raise InputError(f"task 'qlora' keeps the frozen base in 4 bits, but --precision is {options['precision']!r}",
                          "use --precision nf4, or --task lora for a 16-bit base")
     sizes = dict(options, count=count)
-    for name in ("count", "tp", "pp", "dp", "batch", "micro_batches", "seq", "prompt", "gen"):
-        v = sizes.get(name)
-        if v is not None and v < 1:
-            raise InputError(f"{flag_name(name)} must be at least 1, got {v}")
     for name, top in (("count", MAX_GPUS), ("tp", MAX_GPUS), ("pp", MAX_GPUS), ("dp", MAX_GPUS),
                       ("batch", MAX_BATCH), ("micro_batches", MAX_MICRO_BATCHES), ("seq", MAX_TOKENS_PER_SEQUENCE),
                       ("prompt", MAX_TOKENS_PER_SEQUENCE), ("gen", MAX_TOKENS_PER_SEQUENCE)):
-        check_bound(flag_name(name), sizes.get(name), top)
+        check_size(flag_name(name), sizes.get(name), top)
 
 
 def check_request_context(arch: ModelArch, req: Request, given: dict[str, Any]) -> None:

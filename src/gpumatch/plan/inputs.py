@@ -247,10 +247,7 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
         if name in opts and opts[name] not in _PRECISIONS:
             raise InputError(f"unknown {name.replace('_', ' ')} {opts[name]!r}", f"use one of {', '.join(_PRECISIONS)}")
     for name in _POSITIVE:
-        if name in opts and opts[name] < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {opts[name]}")
-    for name, top in _BOUNDS.items():
-        rules.check_bound(f"--{name.replace('_', '-')}", opts.get(name), top)
+        rules.check_size(f"--{name.replace('_', '-')}", opts.get(name), _BOUNDS.get(name, math.inf))
     check_quantities(opts)
     given = set(opts)
     flagged = tuple(k for k in ("allow", "deny") if f"gpus_{k}" in opts)

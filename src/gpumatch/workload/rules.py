@@ -6,7 +6,7 @@
   ``precision.kv_cache``).
 - How long a context the model takes (:func:`context_problem`, :func:`check_context`).
 - The largest magnitudes a real request can have (:data:`MAX_BATCH` ...), so that a typo such as
-  ``--count 100000`` or ``--run-tokens 1e40`` is refused instead of computed.
+  ``--count 10000000`` or ``--run-tokens 1e40`` is refused instead of computed.
 """
 
 from __future__ import annotations
@@ -64,6 +64,13 @@ def check_context(model: ModelArch, context_tokens: int, what: str = "context") 
     if problem:
         message, hint = problem
         raise InputError(f"{what}: {message}", hint)
+
+
+def check_size(name: str, value: float | None, maximum: float) -> None:
+    """Raise :class:`InputError` unless ``1 <= value <= maximum`` (a count, batch or length; None = not given)."""
+    if value is not None and value < 1:
+        raise InputError(f"{name} must be at least 1, got {value}")
+    check_bound(name, value, maximum)
 
 
 def check_bound(name: str, value: float | None, maximum: float) -> None:
