@@ -1,6 +1,7 @@
 """Load GPU SKU files (built-in, then the user overlay) into :class:`GpuSpec` values.
 
-Built-in files live in ``gpumatch/catalog/data/gpus/*.toml``; the overlay directory
+Built-in SKU files live in ``gpumatch/catalog/data/gpus/*.toml`` and their dated price quotes in
+``gpumatch/catalog/data/prices/*.toml`` (prices change monthly, specs do not); the overlay directory
 (``$GPUMATCH_HOME/catalog/gpus``) adds SKUs or replaces one with the same canonical name, and
 ``$GPUMATCH_HOME/catalog/prices/*.toml`` appends price quotes. Every file is validated the same way.
 """
@@ -103,11 +104,13 @@ class Catalog:
         return [g.name for g in self.gpus]
 
 
-def _builtin_files() -> Iterable[tuple[str, Any]]:
-    folder = resources.files("gpumatch.catalog") / "data" / "gpus"
+def _builtin_files(kind: str = "gpus") -> Iterable[tuple[str, Any]]:
+    """Built-in data files of one folder (``gpus`` or ``prices``), sorted by name."""
+    folder = resources.files("gpumatch.catalog") / "data" / kind
+    label = "catalog file" if kind == "gpus" else "price file"
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".toml"):
-            yield f"built-in catalog file {entry.name}", entry
+            yield f"built-in {label} {entry.name}", entry
 
 
 def _overlay_files(folder: Path) -> Iterable[tuple[str, Path]]:
@@ -220,12 +223,11 @@ def _merge(base: list[GpuSpec], overlay: list[GpuSpec]) -> list[GpuSpec]:
     return sorted(by_key.values(), key=lambda g: (g.vendor, g.name))
 
 
-def _apply_prices(gpus: list[GpuSpec], folder: Path) -> list[GpuSpec]:
-    if not folder.is_dir():
-        return gpus
+def _apply_prices(gpus: list[GpuSpec], files: Iterable[tuple[str, Any]]) -> list[GpuSpec]:
+    """Append the quotes of price files (``[[quotes]]`` naming a GPU) to the SKUs they name."""
     catalog = Catalog(tuple(gpus))
     extra: dict[str, list[Any]] = {}
-    for label, path in _overlay_files(folder):
+    for label, path in files:
         pf = validate(PriceFile, read_toml(path, label), label)
         _check_finite(_price_numbers(pf.quotes, "quotes"), label)
         for i, q in enumerate(pf.quotes):
@@ -264,7 +266,7 @@ def load_catalog(settings: Settings | None = None) -> Catalog:
         overlay = _load_labelled(_overlay_files(s.gpu_overlay_dir), "overlay")
         merged = _merge(builtin, [spec for _, spec in overlay])
         _check_collisions(merged, overlay)
-        merged = _apply_prices(merged, s.price_overlay_dir)
+        merged = _apply_prices(merged, [*_builtin_files("prices"), *_overlay_files(s.price_overlay_dir)])
         _CACHE[key] = Catalog(tuple(merged))
     return _CACHE[key]
 
