@@ -9,8 +9,6 @@ Built-in SKU files live in ``gpumatch/catalog/data/gpus/*.toml`` and their dated
 from __future__ import annotations
 
 import math
-import stat
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -22,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from gpumatch.catalog.schema import GpuFile, PriceFile, PriceQuote
 from gpumatch.catalog.spec import GpuSpec, price_from_quote, spec_from_file
 from gpumatch.errors import DataFileError, GpumatchError
+from gpumatch.files import parse_toml, read_text
 from gpumatch.names import build_index, normalize, resolve
 from gpumatch.settings import Settings, load_settings
 
@@ -32,29 +31,10 @@ M = TypeVar("M", bound=BaseModel)
 def read_toml(path: Path | Any, label: str) -> dict[str, Any]:
     """Parse a TOML file (at most 1 MB, UTF-8 with or without BOM); errors name the file and the fix.
 
-    Only regular files are read, and never more than ``MAX_FILE_BYTES + 1`` bytes, so a hostile
-    overlay entry (a FIFO, ``/dev/zero`` behind a symlink, a huge file) fails fast instead of hanging.
+    Read through :mod:`gpumatch.files`: only regular files, never more than ``MAX_FILE_BYTES + 1`` bytes,
+    so a hostile overlay entry (a FIFO, ``/dev/zero`` behind a symlink, a huge file) fails fast.
     """
-    raw = _read_bounded(path, label)
-    if len(raw) > MAX_FILE_BYTES:
-        raise DataFileError(f"{label}: file is over the 1 MB limit", "is this the right file?")
-    try:
-        return tomllib.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        raise DataFileError(f"{label}: not UTF-8 text", "save the file as UTF-8 TOML") from e
-    except tomllib.TOMLDecodeError as e:
-        raise DataFileError(f"{label}: invalid TOML: {_one_line(str(e))}", "fix the TOML syntax at that line") from e
-
-
-def _read_bounded(path: Path | Any, label: str) -> bytes:
-    try:
-        if isinstance(path, Path) and not stat.S_ISREG(path.stat().st_mode):
-            raise DataFileError(f"{label}: not a regular file", "remove it from the catalog folder")
-        with path.open("rb") as fh:
-            data: bytes = fh.read(MAX_FILE_BYTES + 1)
-            return data
-    except OSError as e:
-        raise DataFileError(f"{label}: cannot read ({e.strerror or e})", "check the path and permissions") from e
+    return parse_toml(read_text(path, label, MAX_FILE_BYTES), label)
 
 
 def _one_line(text: str) -> str:

@@ -1,76 +1,16 @@
-"""Reading user-supplied data files safely: size limit, UTF-8, JSON/TOML parse errors as one line.
+"""One-line messages for data files that fail validation (pydantic), with a "did you mean" for unknown fields.
 
-Every failure is a :class:`DataFileError` that names the file and says what to do. (The catalog has its
-own reader; ``models`` sits beside ``catalog`` in the layer order and may not import it.)
+Reading and parsing the files (bounded, regular files only, parser errors as one line) is
+:mod:`gpumatch.files`'s job.
 """
 
 from __future__ import annotations
 
-import json
-import tomllib
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from gpumatch.errors import DataFileError
-
-MAX_FILE_BYTES = 2_000_000
-
-
-class Readable(Protocol):
-    """A path or an importlib resource: anything with ``read_bytes``."""
-
-    def read_bytes(self) -> bytes: ...
-
-
-def read_text(path: Path | Readable, label: str, max_bytes: int = MAX_FILE_BYTES) -> str:
-    """Read a small UTF-8 text file; refuse directories, missing files, huge or binary files."""
-    if isinstance(path, Path) and path.is_dir():
-        raise DataFileError(f"{label}: is a directory, not a file", "give the path of the file itself")
-    try:
-        if isinstance(path, Path) and path.stat().st_size > max_bytes:
-            raise DataFileError(
-                f"{label}: file is over the {max_bytes // 1_000_000} MB limit", "is this the right file?"
-            )
-        raw = path.read_bytes()
-    except OSError as e:
-        raise DataFileError(f"{label}: cannot read ({e.strerror or e})", "check the path and permissions") from e
-    if len(raw) > max_bytes:
-        raise DataFileError(f"{label}: file is over the {max_bytes // 1_000_000} MB limit", "is this the right file?")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataFileError(f"{label}: not UTF-8 text (binary file?)", "give a UTF-8 text file") from e
-
-
-def parse_json_object(text: str, label: str) -> dict[str, Any]:
-    """Parse JSON whose top level must be an object; NaN/Infinity literals are refused."""
-
-    def _no_constants(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
-
-    try:
-        data = json.loads(text, parse_constant=_no_constants)
-    except (json.JSONDecodeError, ValueError) as e:
-        raise DataFileError(f"{label}: not valid JSON ({e})", "fix the JSON syntax, or point at the right file") from e
-    except RecursionError as e:
-        raise DataFileError(f"{label}: JSON nested too deeply", "is this a model config.json?") from e
-    if not isinstance(data, dict):
-        raise DataFileError(
-            f"{label}: top level is a JSON {type(data).__name__}, not an object", "is this a config.json?"
-        )
-    return data
-
-
-def parse_toml(text: str, label: str) -> dict[str, Any]:
-    """Parse TOML; errors name the file and the line."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise DataFileError(f"{label}: invalid TOML: {e}", "fix the TOML syntax at that line") from e
-    except RecursionError as e:
-        raise DataFileError(f"{label}: TOML nested too deeply", "simplify the file") from e
 
 
 def first_error(

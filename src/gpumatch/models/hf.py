@@ -33,8 +33,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpumatch.errors import DataFileError
+from gpumatch.files import parse_json_object, read_text
 from gpumatch.models.arch import ModelArch
-from gpumatch.models.files import field_names, first_error, parse_json_object, read_text
+from gpumatch.models.files import field_names, first_error
 from gpumatch.models.schema import ArchFields, Family
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = (
@@ -104,7 +105,7 @@ def import_hf_config(path: str | Path, name: str | None = None) -> ModelArch:
     if p.is_dir() and (p / "config.json").is_file():
         p = p / "config.json"  # a downloaded model folder
     label = str(p)
-    raw = parse_json_object(read_text(p, label), label)
+    raw = parse_json_object(read_text(p, label), label, "a config.json object")
     cfg = _validate(raw, label)
     fields = _map_fields(cfg, label)
     try:

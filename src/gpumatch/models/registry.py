@@ -20,8 +20,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpumatch.errors import DataFileError, UnknownNameError
+from gpumatch.files import parse_toml, read_text
 from gpumatch.models.arch import ModelArch
-from gpumatch.models.files import field_names, first_error, parse_toml, read_text
+from gpumatch.models.files import field_names, first_error
 from gpumatch.models.hf import import_hf_config
 from gpumatch.models.schema import ModelFile
 from gpumatch.names import build_index, normalize, resolve

@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gpumatch.errors import DataFileError, GpumatchError, MissingDependencyError
+from gpumatch.errors import DataFileError, GpumatchError
+from gpumatch.files import parse_toml, parse_yaml, read_text
 from gpumatch.models import ModelArch, resolve_model
-from gpumatch.models.files import field_names, first_error, parse_toml, read_text
+from gpumatch.models.files import field_names, first_error
 from gpumatch.workload.schema import ROLES, SCORE_TERMS, TRAINING_TASKS, WorkloadFile
 from gpumatch.workload.spec import (
     Money,
@@ -55,26 +56,9 @@ def load_workload(path: str | Path, resolve_gpus: bool = True) -> Workload:
 def read_workload_data(p: Path, label: str) -> dict[str, Any]:
     """Raw mapping from TOML or YAML (chosen by suffix)."""
     text = read_text(p, label, MAX_WORKLOAD_BYTES)
-    if p.suffix.lower() in YAML_SUFFIXES:
-        return _parse_yaml(text, label)
-    return parse_toml(text, label)
-
-
-def _parse_yaml(text: str, label: str) -> dict[str, Any]:
-    try:
-        import yaml
-    except ImportError as e:
-        raise MissingDependencyError(
-            f"{label}: reading YAML workload files needs PyYAML",
-            "pip install 'gpumatch[yaml]', or write the file in TOML",
-        ) from e
-    try:
-        # Aliases (&a/*a) let a small file expand into a huge structure; a workload never needs them.
-        if any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(text, Loader=yaml.SafeLoader)):
-            raise DataFileError(f"{label}: YAML aliases (*name) are not allowed in workload files", "write values out")
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise DataFileError(f"{label}: invalid YAML: {e}".replace("\n", " "), "fix the YAML syntax there") from e
+    if p.suffix.lower() not in YAML_SUFFIXES:
+        return parse_toml(text, label)
+    data = parse_yaml(text, label)
     if not isinstance(data, dict):
         raise DataFileError(f"{label}: top level must be a mapping of fields", "start with 'task: serve' etc.")
     return data
