@@ -60,25 +60,6 @@ def _table_view(d: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def _load_calibration(path: str) -> Any:
-    """A Calibration from a JSON object (or an object with a "calibration" key)."""
-    import json
-    from pathlib import Path
-
-    from gpumatch.errors import DataFileError
-    from gpumatch.estimate import Calibration
-
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataFileError(f"cannot read calibration {path}: {e}", "give a JSON file of Calibration fields") from None
-    if isinstance(data, dict) and isinstance(data.get("calibration"), dict):
-        data = data["calibration"]
-    if not isinstance(data, dict):
-        raise DataFileError(f"calibration {path} is not a JSON object", "give a JSON object of Calibration fields")
-    return Calibration.from_dict(data)
-
-
 def _workload_options(path: str) -> tuple[Any, dict[str, Any]]:
     """(model, request options) from a workload file (gpumatch.workload)."""
     from gpumatch.estimate.workload_bridge import options_from_workload
@@ -164,7 +145,9 @@ def estimate_cmd(
         count = options.pop("count")
     options.pop("count", None)
     if calibration:
-        options["calibration"] = _load_calibration(calibration)
+        from gpumatch.estimate.calibration import load_calibration_file
+
+        options["calibration"] = load_calibration_file(calibration)
     result = estimate(model_arg, gpu, count=count, **options)
     d = result.to_dict()
     options.pop("run_tokens", None)

@@ -37,11 +37,15 @@ Default numbers (basis "assumed") and where they come from:
 
 from __future__ import annotations
 
+import difflib
+import math
+import os
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from gpumatch.errors import InputError
+from gpumatch.errors import DataFileError, InputError
 from gpumatch.estimate._num import Num
+from gpumatch.files import parse_json_object, read_text
 
 
 @dataclass(frozen=True)
@@ -172,26 +176,121 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Calibration:
-        """Build from a JSON object; unknown keys are an error, missing keys keep their defaults."""
-        names = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise InputError(f"unknown calibration field(s): {', '.join(unknown)}", "see docs/estimators.md")
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            if key in ("basis", "provenance"):
-                values[key] = str(value)
-            elif key == "fitted_on":
-                if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-                    raise InputError(f"calibration field fitted_on must be a list of GPU names, got {value!r}")
-                values[key] = tuple(value)
-            elif isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise InputError(f"calibration field {key} must be a non-negative number, got {value!r}")
-            else:
-                values[key] = float(value)
-        if values.get("basis", "assumed") not in ("assumed", "calibrated"):
-            raise InputError("calibration basis must be 'assumed' or 'calibrated'")
-        return replace(cls(), **values)
+        """Build from a JSON object; unknown keys, wrong types and numbers outside :data:`FIELD_BOUNDS` are
+        an :class:`InputError` naming the field; missing keys keep their defaults."""
+        names = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+                raise InputError(f"calibration field '{key}' is unknown",
+                                 f"did you mean '{close[0]}'?" if close else "see docs/estimators.md")
+        values: dict[str, Any] = {key: _field_value(key, value) for key, value in data.items()}
+        cal = replace(cls(), **values)
+        product = cal.gemm_efficiency_max * cal.low_precision_gemm_efficiency_ratio
+        if product > 1.0:
+            raise InputError(f"calibration fields gemm_efficiency_max × low_precision_gemm_efficiency_ratio = "
+                             f"{product:.3g}, over 1 (the 8/4-bit GEMM would beat its peak)", "lower one of them")
+        return cal
+
+
+#: Accepted range of every numeric field: (lowest, highest, lowest excluded, why). A value outside it is an
+#: error, not a clamp: efficiencies are fractions of a peak (0 would divide by zero, above 1 beats the
+#: datasheet); overlap and error fractions are shares; the other ceilings sit one to two orders of magnitude
+#: above the defaults and any figure a real system shows, so only typos and unit mistakes (ms for s, bits
+#: for bytes) reach them.
+FIELD_BOUNDS: dict[str, tuple[float, float, bool, str]] = {
+    **{k: (0.0, 1.0, True, "an efficiency is a fraction of the datasheet peak") for k in (
+        "gemm_efficiency_max", "attention_efficiency_max", "memory_efficiency_max", "nvlink_efficiency",
+        "pcie_efficiency", "network_efficiency")},
+    "low_precision_gemm_efficiency_ratio": (0.0, 2.0, True, "a ratio of two efficiencies (measured 0.92); "
+                                            "its product with gemm_efficiency_max stays at most 1"),
+    **{k: (0.0, 1.0, False, "a share of the time or of the bytes") for k in (
+        "fitted_error_fraction", "extrapolated_error_fraction", "dp_overlap_fraction", "tp_overlap_fraction",
+        "fragmentation_fraction", "idle_power_fraction")},
+    **{k: (0.0, 1.5, False, "a fraction of TDP: a sustained draw above 1.5 × TDP is no real card") for k in (
+        "compute_power_fraction", "memory_power_fraction", "comm_power_fraction")},
+    "host_power_fraction": (0.0, 10.0, False, "host power over GPU TDP: a large host beside a 70 W card is ~4"),
+    **{k: (0.0, 1e15, True, "the size at half efficiency (0 makes an empty kernel 0/0)") for k
+       in ("gemm_half_flops", "attention_half_flops", "memory_half_bytes")},
+    **{k: (0.0, 1e4, False, "bytes per element moved or kept: counted values are 6-139") for k in (
+        "elementwise_bytes_per_token_hidden", "elementwise_bytes_per_token_ffn",
+        "fused_elementwise_bytes_per_token_hidden", "fused_elementwise_bytes_per_token_ffn",
+        "norm_saved_bytes_per_element", "loss_bytes_per_logit", "logits_bytes_per_element")},
+    "decode_attention_full_bw_blocks": (1.0, 1e6, False, "thread blocks (an SM count is ~100)"),
+    **{k: (0.0, 1.0, False, "a per-kernel, per-step or per-hop time in seconds: microseconds") for k in (
+        "kernel_overhead_s", "eager_launch_s", "decode_step_overhead_s", "prefill_overhead_s",
+        "collective_latency_s", "nvlink_hop_latency_s", "pcie_hop_latency_s", "network_hop_latency_s")},
+    "train_step_overhead_s": (0.0, 60.0, False, "host time per training step in seconds (measured 0.011)"),
+    **{k: (0.0, 1e4, False, "kernels per layer: tens") for k in ("kernels_per_layer", "eager_kernels_per_layer")},
+    "optimizer_traffic_factor": (0.0, 100.0, True, "bytes moved over bytes of state: 1.75-5"),
+    "cpu_optimizer_params_per_s": (0.0, 1e13, True, "parameters per second (it divides; ~1e9)"),
+    "internode_bytes_per_s": (0.0, 1e13, True, "bytes/s per GPU between nodes (it divides; "
+                              "400 Gb/s = 5e10)"),
+    **{k: (0.0, 1e11, False, "bytes per GPU: GB, not TB") for k in ("cuda_context_bytes",
+                                                                   "nccl_buffer_bytes_per_group")},
+}
+_MAX_FITTED_ON = 1000
+
+
+def _field_value(key: str, value: Any) -> Any:
+    """One checked field value (see :data:`FIELD_BOUNDS`)."""
+    if key in ("basis", "provenance"):
+        if not isinstance(value, str):
+            raise InputError(f"calibration field '{key}' must be a string, got {_shown(value)}")
+        if key == "basis" and value not in ("assumed", "calibrated"):
+            raise InputError(f"calibration field 'basis' must be 'assumed' or 'calibrated', got {_shown(value)}")
+        return value
+    if key == "fitted_on":
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise InputError(f"calibration field 'fitted_on' must be a list of GPU names, got {_shown(value)}")
+        if len(value) > _MAX_FITTED_ON:
+            raise InputError(f"calibration field 'fitted_on' lists {len(value)} GPUs, over {_MAX_FITTED_ON}")
+        return tuple(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"calibration field '{key}' must be a number, got {_shown(value)}")
+    x = float(value)
+    lo, hi, lo_open, why = FIELD_BOUNDS[key]
+    if not math.isfinite(x) or x < lo or x > hi or (lo_open and x == lo):
+        low = f"above {lo:g}" if lo_open else f"at least {lo:g}"
+        raise InputError(f"calibration field '{key}' = {x:g} is out of range ({low}, at most {hi:g})",
+                         why)
+    return x
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+MAX_CALIBRATION_FILE_BYTES = 1_000_000
+
+
+def load_calibration_file(path: str | os.PathLike[str]) -> Calibration:
+    """A :class:`Calibration` from a JSON file: an object of its fields (or ``{"calibration": {...}}``), read
+    through :mod:`gpumatch.files` (regular files up to 1 MB). Fields left out keep their defaults.
+
+    The result's ``basis`` says where it came from (``"calibrated from file cal.json"``, or ``"assumed from
+    file ..."`` when the file says its numbers are assumed) and its ``provenance`` names the file, the fields
+    it set, and the file's own provenance. Every problem is one :class:`DataFileError` naming the file and
+    the field.
+    """
+    label = f"calibration {os.fspath(path)}"
+    data = parse_json_object(read_text(path, label, MAX_CALIBRATION_FILE_BYTES), label, "a JSON object of "
+                             "Calibration fields")
+    if "calibration" in data:
+        others = sorted(k for k in data if k != "calibration")
+        if others or not isinstance(data["calibration"], dict):
+            bad = f"field '{others[0]}' beside 'calibration'" if others else "'calibration' is not an object"
+            raise DataFileError(f"{label}: {bad}", "give the Calibration fields, or only {\"calibration\": {...}}")
+        data = data["calibration"]
+    try:
+        cal = Calibration.from_dict(data)
+    except InputError as e:
+        raise DataFileError(f"{label}: {e.message.removeprefix('calibration ')}", e.hint or "fix that field") from e
+    set_fields = ", ".join(k for k in data if k not in ("basis", "provenance")) or "no fields"
+    where = f"{os.fspath(path)} sets {set_fields}; other fields default"
+    return replace(cal, basis=f"{cal.basis if 'basis' in data else 'calibrated'} from file {os.fspath(path)}",
+                   provenance=f"{cal.provenance} ({where})" if "provenance" in data else where)
 
 
 DEFAULT_CALIBRATION = Calibration()
