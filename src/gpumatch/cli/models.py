@@ -44,7 +44,9 @@ def list_models(fmt: Format = FormatOption) -> None:
     if fmt is Format.json:
         emit_rows([m.to_dict() for m in models], fmt)
     else:
-        emit_rows([_summary(m) for m in models], fmt, title="Parameters in billions; KV cache in BF16")
+        from gpumatch.report.models import LIST_COLUMNS
+
+        emit_rows([_summary(m) for m in models], fmt, LIST_COLUMNS, title="Parameters in billions; KV cache in BF16")
 
 
 @app.command(

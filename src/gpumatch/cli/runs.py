@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from gpumatch.cli.common import Format, FormatOption, emit, emit_object, emit_rows
+from gpumatch.report.runs import LIST_COLUMNS as _LIST_COLUMNS
 
 app = typer.Typer(
     help="Runs in the results store ($GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite).", no_args_is_help=True
@@ -17,20 +18,6 @@ app = typer.Typer(
 StoreOption = typer.Option(
     None, "--store", help="Results store file (default: $GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite)."
 )
-
-_LIST_COLUMNS = [
-    "run_id",
-    "kind",
-    "name",
-    "status",
-    "started_at",
-    "duration_s",
-    "n_results",
-    "n_samples",
-    "n_failures",
-    "manifest",
-]
-
 
 _NAME_WIDTH = 60
 
@@ -45,19 +32,11 @@ def _row(run: Any, table: bool) -> dict[str, Any]:
     return d
 
 
-_CELL_WIDTH = 100
-
-
 def _cell(value: Any) -> Any:
-    """A table cell: nested objects (manifest, config, summary) as one line cut at ``_CELL_WIDTH``."""
-    if not isinstance(value, dict | list):
-        return value
-    import json
+    """A table cell: nested objects (manifest, config, summary) as one line that fits the width."""
+    from gpumatch.report.runs import nested_cell
 
-    text = json.dumps(value, separators=(", ", ": "), default=str)
-    if len(text) <= _CELL_WIDTH:
-        return text
-    return text[: _CELL_WIDTH - 30] + f"… ({len(text):,} chars; --format json)"
+    return nested_cell(value)
 
 
 @app.command("list", help="List runs, newest first. Example: gpumatch runs list --kind monitor --format json")

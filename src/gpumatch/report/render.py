@@ -48,7 +48,9 @@ class Column:
     """One table column. ``drop``: 0 keeps it always (primary); 1, 2, ... are secondary columns, left out in
     that order (1 first) when the table does not fit. ``wrap``: prose that may span lines; otherwise one line,
     cut with an ellipsis only as the last resort. ``max_lines``: wrap to at most this many lines (0: no limit),
-    the last one cut. ``fmt``: the cell text of a value (default: human units by the key's name, else plain)."""
+    the last one cut. ``cut_to``: a one-line column that may be cut to this width before secondary columns are
+    left out (0: only as the last resort). ``fmt``: the cell text of a value (default: human units by the key's
+    name, else plain)."""
 
     key: str
     header: str = ""
@@ -56,6 +58,7 @@ class Column:
     wrap: bool = True
     max_lines: int = 0
     align: Literal["left", "right"] = "left"
+    cut_to: int = 0
     fmt: Callable[[Any], str] | None = None
 
     @property
@@ -267,7 +270,8 @@ def _layout(cols: list[Column], cells: list[list[str]], width: int, auto: bool) 
     natural = {i: _natural(c, texts[i]) for i, c in enumerate(cols)}
     minimal = {i: _minimal(c, texts[i], natural[i]) for i, c in enumerate(cols)}
     # secondary columns go before prose is squeezed under a comfortable width
-    comfortable = {i: min(natural[i], max(minimal[i], _COMFORTABLE)) if c.wrap else natural[i]
+    comfortable = {i: min(natural[i], max(minimal[i], _COMFORTABLE)) if c.wrap
+                   else min(natural[i], max(c.cut_to, text_width(c.title))) if c.cut_to else natural[i]
                    for i, c in enumerate(cols)}
     keep, dropped = list(range(len(cols))), []
     for i in sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: (cols[i].drop, -i)):
@@ -278,6 +282,7 @@ def _layout(cols: list[Column], cells: list[list[str]], width: int, auto: bool) 
     while auto and len(keep) > 1 and _span(minimal, keep) > width:
         dropped.append(cols[keep.pop()].title)
     widths = {i: natural[i] for i in keep}
+    _shrink(widths, keep, width, floor=comfortable, only=[i for i in keep if cols[i].cut_to])
     _shrink(widths, keep, width, floor=minimal, only=[i for i in keep if cols[i].wrap])
     _shrink(widths, keep, width, floor={i: 3 for i in keep}, only=keep)
     while len(keep) > 1 and _span(widths, keep) > width:
