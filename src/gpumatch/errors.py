@@ -50,3 +50,11 @@ class NoDeviceError(GpumatchError):
 
 class StoreError(GpumatchError):
     """The results store cannot be opened, migrated or written."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while a command ran (the CLI's handler raises it; exit code 143).
+
+    A subclass of :class:`KeyboardInterrupt`, so cleanup written for Ctrl-C (``except KeyboardInterrupt``,
+    ``finally``) runs for SIGTERM too; code that must tell them apart catches this class first.
+    """

@@ -63,9 +63,9 @@ def doctor(
 
 
 class PreflightFailed(GpumatchError):
-    """At least one check failed: exit code 1 (bad input stays 2), after the report was printed."""
+    """At least one check failed: exit code 3, "the command failed" (bad input stays 2), after the report."""
 
-    exit_code = 1
+    exit_code = 3
 
 
 def _manifest_rows(m: dict[str, Any], note: str) -> list[dict[str, Any]]:

@@ -61,7 +61,7 @@ def test_doctor_on_a_gpu_checks_it(fake_gpu, capsys) -> None:
     verdicts = {r.split(",")[0]: r.split(",")[2] for r in rows[1:]}
     assert verdicts["power-limit"] == "pass" and verdicts["psu"] == "pass"
     assert verdicts["foreign-processes"] == "fail"  # pid 4242 holds the (fake) GPU
-    assert code == 1
+    assert code == 3  # the command failed (1 is reserved for internal errors)
 
 
 def test_doctor_bad_psu(no_nvml, capsys) -> None:
