@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from gpumatch.report.render import key_values, to_csv, to_json, to_table
+from gpumatch.report.render import ColumnSpec, key_values, to_csv, to_json, to_table
 
 
 class Format(StrEnum):
@@ -26,7 +26,7 @@ def emit(text: str) -> None:
 
 
 def emit_rows(
-    rows: Sequence[dict[str, Any]], fmt: Format, table_columns: Sequence[str] | None = None, title: str = ""
+    rows: Sequence[dict[str, Any]], fmt: Format, table_columns: Sequence[ColumnSpec] | None = None, title: str = ""
 ) -> None:
     """Lists: JSON gets the full objects, CSV and table the chosen columns."""
     if fmt is Format.json:

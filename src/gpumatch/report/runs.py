@@ -10,7 +10,7 @@ from gpumatch.report.render import Column, output_width
 LIST_COLUMNS = [
     Column("run_id", "run"),
     Column("kind", wrap=False),
-    Column("name", wrap=False, cut_to=24),  # one row per run: a long command is cut here, whole in CSV/JSON
+    Column("name", wrap=False, cut_to=30),  # one row per run: a long command is cut here, whole in CSV/JSON
     Column("status", wrap=False),
     Column("started_at", wrap=True),
     Column("duration_s", "duration", drop=5),
@@ -20,7 +20,7 @@ LIST_COLUMNS = [
     Column("manifest", drop=4),
 ]
 """``gpumatch runs list``: on a narrow terminal the counts go first (samples, results, failures), then the
-manifest hash, then the duration; the name is cut to 24 columns before any of them goes."""
+manifest hash, then the duration; the name is cut to 30 columns before any of them goes."""
 
 FIELD_WIDTH = 17
 """The widest field name of ``runs show`` (``manifest_sha256``) and the gap after it."""
