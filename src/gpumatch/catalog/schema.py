@@ -43,11 +43,22 @@ class Figure(_Strict):
 
 
 class Memory(_Strict):
-    """``capacity_bytes`` is the datasheet figure read as SI ("80 GB" -> 80e9). ``reported_bytes`` is
-    what the driver reports as total (nvidia-smi "81559 MiB"), where a public reading exists."""
+    """Card memory as the sources print it; :func:`gpumatch.catalog.memory.usable_memory` turns it into
+    the usable bytes every estimate uses.
+
+    ``capacity_bytes`` is the datasheet figure as printed, stored as SI ("80 GB" -> 80e9); vendors mean
+    binary GiB by it, and the usable-memory rule reads it so. ``reported_bytes`` is the driver's total
+    (nvidia-smi "81559 MiB" = 81559 * 2**20 bytes) where a public reading exists, taken in the card's
+    default ECC mode; ``reported_by`` names the tool (nvidia-smi, rocm-smi, amd-smi, rocminfo, HIP
+    deviceQuery, hl-smi) and ``reported_driver`` its driver version. ``ecc_default`` overrides whether
+    ECC is on out of the box ("on" / "off"; default: on for datacenter cards with ECC, else off).
+    """
 
     capacity_bytes: Figure
     reported_bytes: Figure | None = None
+    reported_by: str = Field(default="", max_length=40)
+    reported_driver: str = Field(default="", max_length=40)
+    ecc_default: Literal["on", "off"] | None = None
     type: str = Field(min_length=2)
     bandwidth_bytes_per_s: Figure
     l2_cache_bytes: Figure | None = None

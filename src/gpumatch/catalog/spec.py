@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumatch.catalog.memory import UsableMemory, facts_from_file, usable_memory
 from gpumatch.catalog.schema import PRECISIONS, GpuFile, PriceQuote
 
 
@@ -38,6 +39,7 @@ class GpuSpec:
     memory_bytes: int
     memory_reported_bytes: int | None
     memory_type: str
+    memory_usable: UsableMemory
     memory_bandwidth_bytes_per_s: float
     peak_flops_per_s: dict[str, float | None]
     fp16_acc16_flops_per_s: float | None
@@ -62,8 +64,11 @@ class GpuSpec:
 
     @property
     def memory_usable_bytes(self) -> int:
-        """Total memory the driver exposes: the reported figure where known, else the datasheet figure."""
-        return self.memory_reported_bytes if self.memory_reported_bytes is not None else self.memory_bytes
+        """Usable bytes per GPU, by :func:`gpumatch.catalog.memory.usable_memory` (reading, else datasheet rule).
+
+        ``memory_bytes`` is the datasheet figure as printed (SI); never use it as a capacity.
+        """
+        return self.memory_usable.usable_bytes
 
     @property
     def pcie_bytes_per_s(self) -> float:
@@ -99,6 +104,7 @@ class GpuSpec:
             "memory_bytes": self.memory_bytes,
             "memory_reported_bytes": self.memory_reported_bytes,
             "memory_usable_bytes": self.memory_usable_bytes,
+            "memory_usable": self.memory_usable.to_dict(),
             "memory_type": self.memory_type,
             "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
             "tdp_w": self.tdp_w,
@@ -180,6 +186,7 @@ def spec_from_file(f: GpuFile, origin: str) -> GpuSpec:
         memory_bytes=int(f.memory.capacity_bytes.value),
         memory_reported_bytes=None if f.memory.reported_bytes is None else int(f.memory.reported_bytes.value),
         memory_type=f.memory.type,
+        memory_usable=usable_memory(facts_from_file(f)),
         memory_bandwidth_bytes_per_s=f.memory.bandwidth_bytes_per_s.value,
         peak_flops_per_s={k: val(k) for k in PRECISIONS},
         fp16_acc16_flops_per_s=val("fp16_acc16"),
