@@ -10,7 +10,9 @@ Replay rules (documented, deterministic):
   (cumulative counters grow with time; a trace without edges reads all-None).
 - ``poll_xid(t)`` returns the recorded Xid events up to ``t``.
 
-:class:`VirtualClock` lets the sampler run over a replay as fast as the CPU allows.
+:class:`VirtualClock` lets the sampler run over a replay as fast as the CPU allows. A replay holds at most
+:data:`MAX_REPLAY_SAMPLES` samples (:meth:`FakeBackend.check_replay`): a trace whose timestamps span years,
+or a tiny ``--interval``, would otherwise build billions.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ import bisect
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpumatch.errors import InputError
 from gpumatch.telemetry.trace import Trace, read_trace
 from gpumatch.telemetry.types import DeviceInfo, EdgeCounters, GpmMetrics, GpuProcess, Sample, SystemInfo, XidEvent
+
+#: Most samples a replay builds (all GPUs together): as many as a trace file may hold (trace_rows.MAX_TRACE_ROWS).
+MAX_REPLAY_SAMPLES = 2_000_000
 
 
 class VirtualClock:
@@ -39,8 +45,8 @@ class VirtualClock:
 class FakeDevice:
     """One GPU of a recorded trace (implements :class:`gpumatch.telemetry.device.Device`)."""
 
-    def __init__(self, trace: Trace, index: int, t0_s: float) -> None:
-        part = trace.for_gpu(index)
+    def __init__(self, trace: Trace, index: int, t0_s: float, own: Trace | None = None) -> None:
+        part = own if own is not None else trace.for_gpu(index)
         self._index = index
         self._t0 = t0_s
         self._samples = sorted(part.samples, key=lambda s: s.t_s)
@@ -63,10 +69,11 @@ class FakeDevice:
         i = bisect.bisect_right(self._times, t_s + 1e-9) - 1
         if i < 0:
             return Sample(t_s=t_s, gpu_index=self._index)
-        rec = self._samples[max(i, 0)]
-        d = rec.to_dict()
-        d.update(t_s=t_s, gpm_sm_active=None, gpm_tensor_active=None, gpm_dram_bw_util=None)
-        return Sample(**d)  # type: ignore[arg-type]
+        r = self._samples[i]  # fields listed (not dataclasses.replace): a replay makes millions of these
+        return Sample(t_s=t_s, gpu_index=r.gpu_index, power_instant_w=r.power_instant_w, power_avg_w=r.power_avg_w,
+                      sm_clock_mhz=r.sm_clock_mhz, mem_clock_mhz=r.mem_clock_mhz,
+                      clock_event_reasons=r.clock_event_reasons, gpu_temp_c=r.gpu_temp_c, mem_temp_c=r.mem_temp_c,
+                      memory_used_bytes=r.memory_used_bytes, util_gpu_pct=r.util_gpu_pct, util_mem_pct=r.util_mem_pct)
 
     def gpm(self) -> GpmMetrics | None:
         lo = bisect.bisect_right(self._times, self._gpm_from + 1e-9)
@@ -123,7 +130,8 @@ class FakeBackend:
         self.trace = trace
         times = [s.t_s for s in trace.samples]
         self.t0_s = min(times) if times else 0.0
-        self._devices = [FakeDevice(trace, i, self.t0_s) for i in trace.gpu_indices()]
+        parts = _split_by_gpu(trace)
+        self._devices = [FakeDevice(trace, i, self.t0_s, parts[i]) for i in trace.gpu_indices()]
         self._xids = sorted(trace.xid_events, key=lambda x: x.t_s)
         self._xid_pos = 0
 
@@ -134,6 +142,24 @@ class FakeBackend:
     @property
     def duration_s(self) -> float:
         return max((d.duration_s for d in self._devices), default=0.0)
+
+    def replay_samples(self, interval_s: float) -> float:
+        """Samples a replay at ``interval_s`` builds: one per GPU per tick over :attr:`duration_s`."""
+        return (self.duration_s / interval_s + 1) * len(self._devices)
+
+    def check_replay(self, interval_s: float, label: str = "the trace") -> None:
+        """Refuse a replay that would build more than :data:`MAX_REPLAY_SAMPLES` samples (timestamps
+        spanning years, or a tiny interval), before any is built; the message names the sizes and the fix."""
+        if not interval_s > 0:  # not a usable interval: the sampler's own range check says so
+            return
+        n = self.replay_samples(interval_s)
+        if n > MAX_REPLAY_SAMPLES:
+            least = self.duration_s * len(self._devices) / MAX_REPLAY_SAMPLES
+            raise InputError(
+                f"replaying {label} ({self.duration_s:.6g} s, {len(self._devices)} GPU(s)) every {interval_s:g} s "
+                f"would build {n:.3g} samples, more than the {MAX_REPLAY_SAMPLES:,} a replay may hold",
+                f"replay with --interval {least:.3g} or longer, or check the t_s column",
+            )
 
     def system(self) -> SystemInfo:
         return self.trace.system
@@ -151,6 +177,20 @@ class FakeBackend:
 
     def close(self) -> None:
         return None
+
+
+def _split_by_gpu(trace: Trace) -> dict[int, Trace]:
+    """``trace.for_gpu(i)`` for every GPU in one pass over the samples (for_gpu per GPU was GPUs x samples)."""
+    samples: dict[int, list[Sample]] = {i: [] for i in trace.gpu_indices()}
+    for s in trace.samples:
+        samples[s.gpu_index].append(s)
+    return {
+        i: Trace(samples=tuple(own), devices=tuple(d for d in trace.devices if d.index == i), system=trace.system,
+                 edges=tuple(e for e in trace.edges if e.gpu_index == i),
+                 xid_events=tuple(x for x in trace.xid_events if x.gpu_index in (i, -1)),
+                 interval_s=trace.interval_s, stats=trace.stats, meta=trace.meta)
+        for i, own in samples.items()
+    }
 
 
 def _mean(vals: Sequence[float | None]) -> float | None:

@@ -129,6 +129,7 @@ def replay_trace(path: Path, interval_s: float | None = None) -> MonitorResult:
     clock = VirtualClock()
     meta = dict(backend.trace.meta, replayed_from=str(path), recorded_sampler=backend.trace.stats.__dict__)
     interval = backend.trace.interval_s if interval_s is None else interval_s
+    backend.check_replay(interval, f"trace '{path}'")  # billions of samples from a long span: refused first
     sampler = Sampler(backend, interval, clock=clock.now, sleep=clock.sleep, meta=meta)
     trace = sampler.run_for(backend.duration_s)
     return MonitorResult(trace, analyze(trace), None, False, [])

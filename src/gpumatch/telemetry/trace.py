@@ -16,12 +16,14 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import DataFileError, InputError, MissingDependencyError
-from gpumatch.telemetry.trace_rows import samples_from_rows
+from gpumatch.files import open_seekable, open_text, parse_json_object, read_text
+from gpumatch.telemetry.trace_rows import MAX_TRACE_ROWS, RowChecker, samples_from_rows, too_many_rows
 from gpumatch.telemetry.types import (
     INT_FIELDS,
     SAMPLE_FIELDS,
@@ -151,42 +153,61 @@ def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     pa.parquet.write_table(table, str(path))
 
 
+#: Limits of one trace (README "Exit codes"): the CSV or Parquet file, its rows (trace_rows.MAX_TRACE_ROWS)
+#: and its JSON sidecar. A gpumatch CSV row is 60-120 bytes, so 2 million rows fit in 256 MB; a sidecar holds
+#: per-GPU facts and window-edge readings (a few kB per GPU). Past a limit, one line says which.
+MAX_TRACE_BYTES = 256_000_000
+MAX_SIDECAR_BYTES = 16_000_000
+#: GPUs one trace may describe (gpu_index is 0..1023 in trace_rows.RANGES), and edge/Xid entries it may list.
+MAX_TRACE_GPUS = 1024
+MAX_SIDECAR_ENTRIES = 100_000
+_TOO_BIG = "split the recording, or record at a longer --interval"
+_SIDECAR_HINT = "fix it, or move it away to replay the samples alone"
+
+
 def read_trace(path: Path) -> Trace:
     """Read a trace written by :func:`write_trace` (the sidecar is optional for CSV).
 
     Every row is checked (numbers, finite, physical ranges, time order, row length: see
     :mod:`gpumatch.telemetry.trace_rows`); a bad file is one :class:`DataFileError` naming the file,
-    the row and the column.
+    the row and the column. Files are read through :mod:`gpumatch.files` (regular files only) and streamed:
+    at most :data:`MAX_TRACE_BYTES` bytes and :data:`~gpumatch.telemetry.trace_rows.MAX_TRACE_ROWS` rows.
     """
-    if path.is_dir():
-        raise InputError(f"trace '{path}' is a directory", "give the path of a .csv or .parquet trace file")
-    if not path.exists():
-        raise InputError(f"trace file '{path}' does not exist", "give the path of a .csv or .parquet trace")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        rows = _read_csv(path)
-    elif suffix == ".parquet":
-        rows = _read_parquet(path)
-    else:
+    if suffix not in (".csv", ".parquet"):
         raise InputError(f"unknown trace file type '{path.suffix}'", "use a .csv or .parquet trace")
-    samples = samples_from_rows(rows, f"trace '{path}'")
+    if not os.path.lexists(path):
+        raise InputError(f"trace file '{path}' does not exist", "give the path of a .csv or .parquet trace")
+    label = f"trace '{path}'"
+    samples = _read_csv(path, label) if suffix == ".csv" else _read_parquet(path, label)
     return _assemble(samples, _read_sidecar(sidecar_path(path)), path)
 
 
-def _read_parquet(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _read_parquet(path: Path, label: str) -> tuple[Sample, ...]:
     pa = _pyarrow()
-    try:
-        table = pa.parquet.read_table(str(path))
-    except Exception as e:  # pyarrow raises its own ArrowInvalid / OSError family
-        raise DataFileError(f"trace '{path}' is not a readable Parquet file ({e})", "give a .parquet trace") from e
-    return list(enumerate(table.to_pylist(), start=1))
+    with open_seekable(path, label, MAX_TRACE_BYTES, _TOO_BIG) as fh:
+        try:
+            pf = pa.parquet.ParquetFile(fh)
+            n_rows = pf.metadata.num_rows
+        except Exception as e:  # pyarrow raises its own ArrowInvalid / OSError family
+            raise DataFileError(f"{label} is not a readable Parquet file ({_one_line(e)})",
+                                "give a .parquet trace") from e
+        if n_rows > MAX_TRACE_ROWS:  # before decompressing: a small file can hold many rows
+            raise too_many_rows(label, MAX_TRACE_ROWS)
+        try:
+            rows = pf.read().to_pylist()
+        except DataFileError:
+            raise
+        except Exception as e:
+            raise DataFileError(f"{label} is not a readable Parquet file ({_one_line(e)})",
+                                "give a .parquet trace") from e
+    return samples_from_rows(enumerate(rows, start=1), label)
 
 
-def _read_csv(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """Rows keyed by the header, numbered by their line in the file (the header is line 1)."""
-    label = f"trace '{path}'"
+def _read_csv(path: Path, label: str) -> tuple[Sample, ...]:
+    """Samples streamed from the CSV, rows numbered by their line in the file (the header is line 1)."""
     try:
-        with path.open(newline="", encoding="utf-8-sig", errors="strict") as f:
+        with open_text(path, label, MAX_TRACE_BYTES, _TOO_BIG) as f:
             reader = csv.reader(f)
             header = next(reader, [])
             missing = [k for k in ("t_s", "gpu_index") if k not in header]
@@ -195,7 +216,9 @@ def _read_csv(path: Path) -> list[tuple[int, dict[str, Any]]]:
                     f"{label} lacks the column(s) {', '.join(missing)}",
                     f"the header must name these columns: {', '.join(SAMPLE_FIELDS)}",
                 )
-            rows: list[tuple[int, dict[str, Any]]] = []
+            where = [header.index(k) if k in header else None for k in SAMPLE_FIELDS]
+            check = RowChecker(label)
+            out: list[Sample] = []
             for row in reader:
                 if not row:
                     continue
@@ -204,30 +227,31 @@ def _read_csv(path: Path) -> list[tuple[int, dict[str, Any]]]:
                         f"{label}: row {reader.line_num} has {len(row)} values, the header has {len(header)} columns",
                         "every row needs one value (or an empty cell) per header column",
                     )
-                rows.append((reader.line_num, dict(zip(header, row, strict=True))))
-            return rows
-    except UnicodeDecodeError as e:
-        raise DataFileError(
-            f"{label} is not UTF-8 text (byte {e.start})", "give a .csv trace written by gpumatch"
-        ) from e
+                if len(out) >= MAX_TRACE_ROWS:
+                    raise too_many_rows(label, MAX_TRACE_ROWS)
+                out.append(check.sample(reader.line_num, [None if i is None else row[i] for i in where]))
+            return tuple(out)
     except csv.Error as e:
         raise DataFileError(f"{label} is not a CSV file ({e})", "give a .csv trace written by gpumatch") from e
-    except OSError as e:
-        raise DataFileError(f"{label}: cannot read ({e.strerror or e})", "check the path and permissions") from e
 
 
 def _read_sidecar(side: Path) -> dict[str, Any]:
-    if not side.exists():
+    if not os.path.lexists(side):
         return {}
-    try:
-        meta = json.loads(side.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataFileError(
-            f"trace sidecar '{side}' is not readable JSON ({e})", "fix it, or move it away to replay the samples alone"
-        ) from e
-    if not isinstance(meta, dict):
-        raise DataFileError(f"trace sidecar '{side}' is not a JSON object", "move it away to replay the samples alone")
+    label = f"trace sidecar '{side}'"
+    meta = parse_json_object(read_text(side, label, MAX_SIDECAR_BYTES), label, "the JSON object gpumatch writes")
+    for key, most in (("devices", MAX_TRACE_GPUS), ("edges", MAX_SIDECAR_ENTRIES), ("xid_events", MAX_SIDECAR_ENTRIES)):
+        entries = meta.get(key)
+        if entries is not None and not isinstance(entries, list):
+            raise DataFileError(f"{label}: '{key}' is not a list", _SIDECAR_HINT)
+        if entries is not None and len(entries) > most:
+            raise DataFileError(f"{label}: '{key}' lists {len(entries):,} entries, more than the {most:,} a trace "
+                                "may have", _SIDECAR_HINT)
     return meta
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:300]
 
 
 def _assemble(samples: tuple[Sample, ...], side: dict[str, Any], path: Path) -> Trace:

@@ -102,7 +102,7 @@ def test_binary_and_directory_traces_say_what_they_are(tmp_path: Path) -> None:
     with pytest.raises(DataFileError, match="not UTF-8 text"):
         read_trace(tmp_path / "bin.csv")
     (tmp_path / "dir.csv").mkdir()
-    with pytest.raises(InputError, match="is a directory"):
+    with pytest.raises(DataFileError, match="not a regular file but a directory"):
         read_trace(tmp_path / "dir.csv")
     (tmp_path / "nul.csv").write_bytes(b"t_s,gpu_index\n0,\x000\n")
     with pytest.raises(DataFileError):
