@@ -1,5 +1,8 @@
-"""``gpumatch runs list|show|export``: what the results store holds (runs, results, failures, samples), and a
-stored run's telemetry back as a trace file."""
+"""``gpumatch runs list|show|export|check|migrate``: what the results store holds (runs, results, failures,
+samples), a stored run's telemetry back as a trace file, the store's health, and its schema upgrade.
+
+Every command but ``migrate`` opens the store read-only (``open_store(mode="read")``): it never creates,
+migrates or otherwise changes the file. ``migrate`` is the one writer here."""
 
 from __future__ import annotations
 
@@ -57,6 +60,10 @@ def list_runs(
     else:
         with open_existing_store(path) as st:
             runs = st.runs(kind or None, limit)
+    for r in runs:
+        if not r.manifest_ok:  # listed, but 'runs show' refuses to serve it
+            sys.stderr.write(f"gpumatch: warning: run {r.run_id}: manifest hash mismatch (the store file was changed "
+                             f"or damaged; 'gpumatch runs check --store {path}' checks the whole file)\n")
     if fmt is Format.json:
         emit_rows([r.to_dict() for r in runs], fmt)
     else:
@@ -148,3 +155,36 @@ def _check_target(output: Path, force: bool) -> None:
             raise InputError(f"cannot write {p}: it is a directory", "choose another --output")
         if p.exists() and not force:
             raise InputError(f"{p} already exists", "pass --force to overwrite it, or choose another --output")
+
+
+@app.command("check", help="Check the whole store file (SQLite integrity_check) and every manifest's hash; "
+             "read-only. Exit 2 when damaged. Example: gpumatch runs check")
+def check_store(store: Path | None = StoreOption, fmt: Format = FormatOption) -> None:
+    from gpumatch.errors import StoreError
+    from gpumatch.store import open_existing_store
+    from gpumatch.store.db import recover_hint
+
+    with open_existing_store(store) as st:
+        report = {"store": str(st.path), "schema": st.schema[-1], "journal_mode": st.journal_mode, **st.verify()}
+        path = st.path
+    emit_object(report, fmt, {k: _cell(v) for k, v in report.items()})
+    bad = report["manifest_mismatches"]
+    if report["integrity"] != "ok" or bad:
+        what = report["integrity"] if report["integrity"] != "ok" else f"{len(bad)} manifest hash mismatch(es)"
+        raise StoreError(f"results store {path} is damaged ({what[:200]})", hint=recover_hint(path))
+
+
+@app.command("migrate", help="Upgrade an older results store to this gpumatch's schema (the only runs command "
+             "that writes). Example: gpumatch runs migrate --store old.sqlite")
+def migrate_cmd(store: Path | None = StoreOption) -> None:
+    import sys
+
+    from gpumatch.store import locate_store, migrate_store
+
+    path, _ = locate_store(store)
+    before, after = migrate_store(path)
+    if before == after:
+        sys.stderr.write(f"gpumatch: results store {path} is up to date (schema {after[-1]})\n")
+    else:
+        sys.stderr.write(f"gpumatch: results store {path} upgraded from {before[-1] if before else 'empty'} to "
+                         f"{after[-1]} ({len(after) - len(before)} migration(s))\n")

@@ -1,147 +1,278 @@
-"""The SQLite connection under the store: pragmas, locking, retries and error translation.
+"""Opening the results store: what the file is is known before anything touches it; only writers write.
 
-- ``journal_mode=WAL``: readers never block the writer, and a killed writer leaves the last committed
-  transaction intact (https://www.sqlite.org/wal.html).
-- ``synchronous=FULL``: each commit is fsynced, so committed rows survive a power cut too, not only a
-  killed process (https://www.sqlite.org/pragma.html#pragma_synchronous).
-- ``foreign_keys=ON``; ``busy_timeout``: a writer waits for another writer's lock instead of failing.
-- Every write runs in ``BEGIN IMMEDIATE`` (takes the write lock up front, so a reader-turned-writer can
-  never hit SQLITE_BUSY without the busy handler: https://www.sqlite.org/lang_transaction.html), and is
-  retried on BUSY/LOCKED until the timeout. Only then does the user see a StoreError ("locked too long").
+Every open goes through :func:`open_connection` with an explicit mode, and every check is here:
+
+1. **The path** (:func:`_check_path`): a folder, or something that is not a regular file (a FIFO would
+   block, ``/dev/zero`` never ends), is refused without opening it. A missing file is refused for
+   ``"read"``; ``"write"`` creates its folders and the file.
+2. **The first 100 bytes** (:func:`_sniff`, plain ``os.read``): an empty file (a writer initialises it,
+   a reader refuses it), not SQLite, or SQLite with another program's ``application_id``: refused.
+3. **Identification over a read-only connection** (:func:`_identify`): ``application_id``, the tables,
+   and the ``schema_migrations`` names against :data:`~gpumatch.store.migrations.MIGRATIONS`, both ways:
+   a name this code does not know (a newer gpumatch) is refused; an older schema is read as it is when
+   the readers can (:data:`~gpumatch.store.migrations.MIN_READABLE`), else refused with the command that
+   upgrades it. Nothing has been written to the file up to here (not even the WAL switch).
+4. **Readers** keep a ``mode=ro`` connection. Where that cannot open (a WAL store in a folder this process
+   cannot write, so SQLite cannot create the ``-shm`` file it needs), and only when no ``-wal`` file with
+   content exists (then every committed transaction is in the main file), it opens with ``immutable=1``
+   (https://www.sqlite.org/uri.html#uriimmutable): a snapshot without locks, which is exact unless a
+   writer with write access starts and checkpoints during the read (the read then fails, never the file).
+   With WAL content it cannot read, it refuses and says how to read a copy.
+5. **Writers** reopen read-write, run ``PRAGMA quick_check`` once (a damaged file is never appended to),
+   then ``journal_mode=WAL``, ``synchronous=FULL``, the migrations and the ``application_id`` stamp.
+
+Pragmas of a writer: WAL (readers never block the writer, a killed writer keeps every committed
+transaction: https://www.sqlite.org/wal.html), ``synchronous=FULL`` (each commit fsynced:
+https://www.sqlite.org/pragma.html#pragma_synchronous), ``foreign_keys=ON``, ``busy_timeout``.
+:class:`~gpumatch.store.db.Db` runs the transactions.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import sqlite3
-import threading
+import stat
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal
+from urllib.parse import quote
 
 from gpumatch.errors import StoreError
+from gpumatch.store.db import HINT_OTHER_PATH, errname, is_busy, recover_hint, translate
+from gpumatch.store.migrations import MIGRATIONS, MIN_READABLE, applied_migrations, check_known, migrate
 
-T = TypeVar("T")
+Mode = Literal["read", "write"]
 
-_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
-_HINT_OTHER_PATH = "set GPUMATCH_STORE (or GPUMATCH_HOME) to another file"
+APPLICATION_ID = 0x4750554D
+"""``PRAGMA application_id`` of a gpumatch store: "GPUM" (https://www.sqlite.org/fileformat.html#application_id).
+Stores written before it was stamped have 0 and are recognised by their ``schema_migrations`` table."""
 
-
-def _errname(e: sqlite3.Error) -> str:
-    return str(getattr(e, "sqlite_errorname", "") or "")
-
-
-def is_busy(e: sqlite3.Error) -> bool:
-    name = _errname(e)
-    msg = str(e).lower()
-    return name.startswith(_BUSY) or "database is locked" in msg or "database table is locked" in msg
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_BYTES = 100
 
 
-def translate(e: sqlite3.Error, path: Path, action: str, busy_timeout_s: float) -> StoreError:
-    """Turn a sqlite3 error into one StoreError line that says what to do."""
-    name, msg = _errname(e), str(e)
-    low = msg.lower()
-    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in low or "malformed" in low:
-        return StoreError(
-            f"{path} is not a readable gpumatch results store ({msg})",
-            hint=f"move the file aside (another program's file, or damaged) or {_HINT_OTHER_PATH}",
-        )
-    if is_busy(e):
-        return StoreError(
-            f"results store {path} stayed locked for more than {busy_timeout_s:g} s while {action}",
-            hint=f"another process holds the write lock; wait for it to finish or {_HINT_OTHER_PATH}",
-        )
-    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")) or "readonly" in low:
-        return StoreError(
-            f"cannot write results store {path} ({msg})",
-            hint=f"check the permissions of the file and its folder, or {_HINT_OTHER_PATH}",
-        )
-    if name.startswith("SQLITE_FULL") or "disk is full" in low:
-        return StoreError(f"results store {path}: disk full while {action}", hint="free disk space and retry")
-    if "append-only" in low or "run is closed" in low:
-        return StoreError(msg, hint="stored measurements are never changed; begin a new run instead")
-    if "foreign key" in low:
-        return StoreError(f"{action}: the run id does not exist in {path}", hint="use the id begin_run returned")
-    return StoreError(f"results store {path}: {action} failed ({msg})", hint="rerun with --debug for details")
+@dataclass(frozen=True)
+class Opened:
+    """An open connection and what was found: the journal mode in effect and the migrations applied."""
+
+    conn: sqlite3.Connection
+    journal_mode: str
+    schema: tuple[str, ...]
+    immutable: bool = False
 
 
-def connect(path: Path, busy_timeout_s: float) -> tuple[sqlite3.Connection, str]:
-    """Open (creating folders) and configure a connection; returns it and the journal mode in effect."""
-    if path.is_dir():
-        raise StoreError(f"results store path {path} is a folder", hint=f"give a file path; {_HINT_OTHER_PATH}")
+def open_connection(path: Path, mode: Mode, busy_timeout_s: float,
+                    migrations: Sequence[tuple[str, str]] = MIGRATIONS) -> Opened:
+    """Check ``path`` as described in the module docstring and open it for ``mode``; StoreError otherwise."""
+    if mode not in ("read", "write"):
+        raise ValueError(f"mode must be 'read' or 'write', not {mode!r}")
+    exists = _check_path(path, mode)
+    kind = _sniff(path) if exists else "empty"
+    schema = () if kind == "empty" else _identify(path, kind, busy_timeout_s, migrations)
+    if mode == "read" and not schema:
+        raise StoreError(f"results store {path} is empty (no gpumatch schema yet)",
+                         hint="'gpumatch monitor -- CMD' creates one; check --store / $GPUMATCH_STORE")
+    if mode == "read":
+        return _open_reader(path, schema, busy_timeout_s, migrations)
+    return _open_writer(path, busy_timeout_s, migrations)
+
+
+def read_schema(path: Path, busy_timeout_s: float,
+                migrations: Sequence[tuple[str, str]] = MIGRATIONS) -> tuple[str, ...]:
+    """The migrations applied in the store at ``path`` (empty for an empty file), checked as for a reader
+    but without its schema floor, and without opening it for reading afterwards. Writes nothing."""
+    _check_path(path, "read")
+    kind = _sniff(path)
+    return () if kind == "empty" else _identify(path, kind, busy_timeout_s, migrations)
+
+
+def _check_path(path: Path, mode: Mode) -> bool:
+    """Whether the file exists; refuses folders and non-regular files; a writer gets its folders made."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
     except OSError as e:
-        raise StoreError(
-            f"cannot create the folder for results store {path} ({e.strerror or e})",
-            hint=f"check permissions, or {_HINT_OTHER_PATH}",
-        ) from e
+        raise StoreError(f"cannot read results store {path} ({e.strerror or e})",
+                         hint=f"check the path and its permissions, or {HINT_OTHER_PATH}") from e
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"results store path {path} is a folder", hint=f"give a file path; {HINT_OTHER_PATH}")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"results store path {path} is not a regular file (a pipe, device or socket)",
+                         hint=f"give the path of a .sqlite file; {HINT_OTHER_PATH}")
+    if st is None and mode == "read":
+        raise StoreError(f"no results store at {path}", hint="run 'gpumatch monitor -- CMD' to create one, or "
+                         "check --store / $GPUMATCH_STORE")
+    if st is None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create the folder for results store {path} ({e.strerror or e})",
+                             hint=f"check permissions, or {HINT_OTHER_PATH}") from e
+    return st is not None
+
+
+def _sniff(path: Path) -> str:
+    """``"empty"``, ``"wal"`` (SQLite in WAL mode) or ``"sqlite"`` from the header; refuses anything else."""
     try:
-        conn = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            head = os.read(fd, _HEADER_BYTES)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise StoreError(f"cannot read results store {path} ({e.strerror or e})",
+                         hint=f"check the permissions of the file, or {HINT_OTHER_PATH}") from e
+    if not head:
+        return "empty"
+    if len(head) < _HEADER_BYTES or not head.startswith(_SQLITE_MAGIC):
+        raise StoreError(f"{path} is not a readable gpumatch results store (not an SQLite database)",
+                         hint=f"move the file aside (another program's file, or damaged) or {HINT_OTHER_PATH}")
+    app_id = int.from_bytes(head[68:72], "big")
+    if app_id not in (0, APPLICATION_ID):
+        raise _foreign(path, f"application_id 0x{app_id:08x}")
+    return "wal" if head[18] == 2 else "sqlite"
+
+
+def _foreign(path: Path, why: str) -> StoreError:
+    return StoreError(f"{path} is a SQLite database but not a gpumatch results store ({why}); it was not changed",
+                      hint=f"point --store or {HINT_OTHER_PATH}")
+
+
+def _uri(path: Path, **params: str) -> str:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"file:{quote(str(path.absolute()))}?{query}"
+
+
+def _wal_has_content(path: Path) -> bool:
+    for suffix in ("-wal", "-journal"):
+        side = path.with_name(path.name + suffix)
+        try:
+            if side.stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _raw_connect(path: Path, busy_timeout_s: float, **params: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(_uri(path, **params), uri=True, timeout=busy_timeout_s, isolation_level=None,
+                           check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+    return conn
+
+
+def _connect(path: Path, busy_timeout_s: float, **params: str) -> sqlite3.Connection:
+    try:
+        return _raw_connect(path, busy_timeout_s, **params)
     except sqlite3.Error as e:
         raise translate(e, path, "opening", busy_timeout_s) from e
+
+
+def _identify(path: Path, kind: str, busy_timeout_s: float, migrations: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The migrations applied in a gpumatch store; StoreError for a foreign or newer file. Writes nothing:
+    a WAL file without a ``-wal`` is read ``immutable`` (so not even the ``-shm`` file is created)."""
+    snapshot = kind == "wal" and not _wal_has_content(path)
+    params = {"mode": "ro", "immutable": "1"} if snapshot else {"mode": "ro"}
+    conn = _connect(path, busy_timeout_s, **params)
     try:
-        mode = _configure(conn, busy_timeout_s)
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+        names = {str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+        if app_id not in (0, APPLICATION_ID):
+            raise _foreign(path, f"application_id 0x{app_id:08x}")
+        if names and "schema_migrations" not in names:
+            raise _foreign(path, "no schema_migrations table")
+        applied = [n for n, _ in applied_migrations(conn)]
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error as e:
+        raise translate(e, path, "identifying the store", busy_timeout_s) from e
+    finally:
+        conn.close()
+    check_known(applied, migrations, str(path))
+    if version > len(migrations):  # the names say nothing newer, the schema version does: refuse too
+        raise StoreError(f"results store {path} was written by a newer gpumatch (schema version {version}, this "
+                         f"version knows {len(migrations)})", hint="upgrade gpumatch, or point GPUMATCH_STORE "
+                         "at another file")
+    return tuple(applied)
+
+
+def _open_reader(path: Path, schema: tuple[str, ...], busy_timeout_s: float,
+                 migrations: Sequence[tuple[str, str]]) -> Opened:
+    if len(schema) < min(MIN_READABLE, len(migrations)):
+        raise StoreError(
+            f"results store {path} has an older schema ({len(schema)} of {len(migrations)} migrations: "
+            f"{schema[-1] if schema else 'none'}) that this gpumatch cannot read as it is",
+            hint=f"upgrade it with: gpumatch runs migrate --store {shlex.quote(str(path))}")
+    try:
+        conn = _raw_connect(path, busy_timeout_s, mode="ro")
+        try:
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return Opened(conn, mode, schema)
+    except sqlite3.Error as e:
+        if not errname(e).startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
+            raise translate(e, path, "opening", busy_timeout_s) from e
+        if _wal_has_content(path):  # immutable would not see what is in the -wal: a wrong answer
+            raise StoreError(
+                f"cannot read results store {path}: its latest runs are in {path.name}-wal, which SQLite "
+                f"cannot open without write access to {path.parent} (for the -shm file)",
+                hint="copy the file and its -wal into a writable folder and read the copy, or have its owner "
+                "run 'gpumatch runs migrate' on it once (that folds the -wal in)") from e
+    conn = _connect(path, busy_timeout_s, mode="ro", immutable="1")
+    return Opened(conn, "immutable", schema, immutable=True)
+
+
+def _open_writer(path: Path, busy_timeout_s: float, migrations: Sequence[tuple[str, str]]) -> Opened:
+    conn = _connect(path, busy_timeout_s, mode="rwc")
+    action = "checking the store (quick_check)"
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        quick_check(conn, path)
+        action = "opening for writing"
+        mode = _wal(conn, busy_timeout_s)
+        conn.execute("PRAGMA synchronous = FULL")
+        action = "migrating the schema"
+        migrate(conn, str(path), migrations)
+        if int(conn.execute("PRAGMA application_id").fetchone()[0]) != APPLICATION_ID:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        schema = tuple(n for n, _ in applied_migrations(conn))
     except sqlite3.Error as e:
         conn.close()
-        raise translate(e, path, "opening", busy_timeout_s) from e
-    return conn, mode
+        raise translate(e, path, action, busy_timeout_s) from e
+    except BaseException:
+        conn.close()
+        raise
+    return Opened(conn, mode, schema)
 
 
-def _configure(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-    conn.execute("PRAGMA foreign_keys = ON")
+def quick_check(conn: sqlite3.Connection, path: Path) -> None:
+    """``PRAGMA quick_check`` (https://www.sqlite.org/pragma.html#pragma_quick_check: b-tree structure, free
+    list, NOT NULL and CHECK, not index contents; O(file size), ~0.05 s for 12 MB on the development VM).
+    StoreError naming the first problems and the way to recover what is readable."""
+    rows = conn.execute("PRAGMA quick_check").fetchall()
+    lines = [ln.strip() for r in rows for ln in str(r[0]).splitlines() if ln.strip()]
+    problems = [ln for ln in lines if ln not in ("ok", "*** in database main ***")]
+    if not problems:
+        return
+    first = "; ".join(problems[:2])
+    more = f" and {len(problems) - 2} more" if len(problems) > 2 else ""
+    raise StoreError(f"results store {path} is damaged (quick_check: {first[:160]}{more}); not appending to it",
+                     hint=recover_hint(path))
+
+
+def _wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
     deadline = time.monotonic() + busy_timeout_s
     while True:  # switching to WAL needs a brief exclusive lock; a concurrent opener may hold it
         try:
             row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            break
+            return str(row[0]).lower()
         except sqlite3.OperationalError as e:
             if not is_busy(e) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
-    conn.execute("PRAGMA synchronous = FULL")
-    return str(row[0]).lower()
-
-
-class Db:
-    """One connection shared by the threads of a process, serialised by a lock, with retrying writes."""
-
-    def __init__(self, conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
-        self.conn = conn
-        self.path = path
-        self.busy_timeout_s = busy_timeout_s
-        self.lock = threading.RLock()
-
-    def write(self, action: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; commit, or roll back and raise StoreError."""
-        return self._retry(action, fn, "BEGIN IMMEDIATE")
-
-    def read(self, action: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one read transaction (a consistent snapshot across its queries)."""
-        return self._retry(action, fn, "BEGIN")
-
-    def _retry(self, action: str, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
-        deadline = time.monotonic() + self.busy_timeout_s
-        delay_s = 0.005
-        while True:
-            try:
-                return self._once(fn, begin)
-            except sqlite3.Error as e:
-                if is_busy(e) and time.monotonic() < deadline:
-                    time.sleep(delay_s)
-                    delay_s = min(delay_s * 2, 0.2)
-                    continue
-                raise translate(e, self.path, action, self.busy_timeout_s) from e
-
-    def _once(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
-        with self.lock:
-            self.conn.execute(begin)
-            try:
-                out = fn(self.conn)
-                self.conn.execute("COMMIT")
-                return out
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise

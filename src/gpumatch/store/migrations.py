@@ -156,6 +156,11 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 """Every schema change, in order. Append only."""
 
+MIN_READABLE = 2
+"""Readers need the tables of the first this-many migrations (``runs list`` counts failures, ``runs show``
+reads events: 0002). A store at an older schema is refused by readers with ``gpumatch runs migrate``;
+0003 adds only triggers, so a store at 0002 is read as it is. Raise this when a reader needs a newer table."""
+
 _BOOKKEEPING = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     seq        INTEGER PRIMARY KEY,
@@ -190,7 +195,7 @@ def applied_migrations(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return [(str(n), str(a)) for n, a in conn.execute("SELECT name, applied_at FROM schema_migrations ORDER BY seq")]
 
 
-def _check_known(applied: Sequence[str], migrations: Sequence[tuple[str, str]], where: str) -> None:
+def check_known(applied: Sequence[str], migrations: Sequence[tuple[str, str]], where: str) -> None:
     known = [name for name, _ in migrations]
     for i, name in enumerate(applied):
         if i >= len(known) or name not in known:
@@ -226,7 +231,7 @@ def migrate(conn: sqlite3.Connection, where: str, migrations: Sequence[tuple[str
             hint="point GPUMATCH_STORE at another file",
         )
     applied_now = [n for n, _ in applied_migrations(conn)]
-    _check_known(applied_now, migrations, where)
+    check_known(applied_now, migrations, where)
     if len(applied_now) == len(migrations):
         return 0  # up to date: no write lock needed
     done = 0
@@ -235,7 +240,7 @@ def migrate(conn: sqlite3.Connection, where: str, migrations: Sequence[tuple[str
         try:
             conn.execute(_BOOKKEEPING)
             applied = [n for n, _ in applied_migrations(conn)]
-            _check_known(applied, migrations, where)
+            check_known(applied, migrations, where)
             if name not in applied:
                 for stmt in split_statements(sql):
                     conn.execute(stmt)

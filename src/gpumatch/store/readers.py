@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from datetime import datetime
@@ -34,6 +35,18 @@ def _duration_s(started_at: str, ended_at: str | None) -> float | None:
     return (datetime.fromisoformat(ended_at) - datetime.fromisoformat(started_at)).total_seconds()
 
 
+def manifest_matches(sha256: str, manifest_json: str) -> bool:
+    """Whether the stored manifest text still hashes to its key (it is stored in canonical form)."""
+    return hashlib.sha256(manifest_json.encode("utf-8")).hexdigest() == sha256
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:  # a damaged manifest: kept visible as such, the hash check says so
+        return None
+
+
 def run_record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, kind, name, status, started_at, started_s, ended_at, sha, manifest, config, summary, writer,
      n_res, n_samp, n_fail) = row
@@ -49,13 +62,14 @@ def run_record(row: tuple[Any, ...]) -> RunRecord:
         ended_at=ended_at,
         duration_s=_duration_s(started_at, ended_at),
         manifest_sha256=sha,
-        manifest=json.loads(manifest),
+        manifest=_json_or_none(manifest) or {},
         config=json.loads(config),
         summary=loads(summary),
         writer=writer_d,
         n_results=n_res,
         n_samples=n_samp,
         n_failures=n_fail,
+        manifest_ok=manifest_matches(sha, manifest),
     )
 
 

@@ -43,7 +43,8 @@ class _Record:
 @dataclass(frozen=True, eq=True)
 class RunRecord(_Record):
     """One run. ``status`` is the effective state: a ``running`` run whose writer process is gone (same
-    host) reads as ``interrupted``; ``stored_status`` is what the database says."""
+    host) reads as ``interrupted``; ``stored_status`` is what the database says. ``manifest_ok`` is False
+    when the stored manifest no longer hashes to ``manifest_sha256`` (the file was changed or damaged)."""
 
     run_id: int
     kind: str
@@ -62,6 +63,7 @@ class RunRecord(_Record):
     n_results: int
     n_samples: int
     n_failures: int
+    manifest_ok: bool = True
 
 
 @dataclass(frozen=True, eq=True)

@@ -9,7 +9,6 @@ of one process may share one :class:`Store`.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sqlite3
@@ -24,18 +23,11 @@ from gpumatch.errors import StoreError
 from gpumatch.store import readers
 from gpumatch.store.buffer import SampleBuffer
 from gpumatch.store.codec import canonical_json, dumps_optional, manifest_sha256
-from gpumatch.store.connection import Db, connect, translate
-from gpumatch.store.migrations import MIGRATIONS, applied_migrations, migrate
-from gpumatch.store.records import (
-    END_STATUSES,
-    CalibrationRecord,
-    EventRecord,
-    FailureRecord,
-    MigrationRecord,
-    ResultRecord,
-    RunRecord,
-)
-from gpumatch.store.samples import INSERT_SQL, SELECT_SQL, SampleRow, row_to_sample, sample_rows
+from gpumatch.store.connection import Mode, Opened, open_connection
+from gpumatch.store.migrations import MIGRATIONS
+from gpumatch.store.reading import StoreReading
+from gpumatch.store.records import END_STATUSES, RunRecord
+from gpumatch.store.samples import INSERT_SQL, SampleRow, sample_rows
 from gpumatch.store.writer import current_writer
 
 MAX_LOG_EXCERPT_CHARS = 64_000
@@ -67,19 +59,15 @@ def _excerpt(log: str) -> str:
     return f"[... first {cut} characters cut ...]\n" + log[cut:]
 
 
-class Store:
-    """An open results store. Build with :func:`open_store`; close with :meth:`close` or a ``with`` block."""
+class Store(StoreReading):
+    """An open results store. Build with :func:`open_store`; close with :meth:`close` or a ``with`` block.
 
-    def __init__(self, db: Db, journal_mode: str) -> None:
-        self._db = db
-        self.journal_mode = journal_mode
+    Opened with ``mode="read"`` it has the readers of :class:`StoreReading` only: every writer method
+    raises StoreError, and nothing in the file changes."""
+
+    def __init__(self, opened: Opened, path: Path, busy_timeout_s: float, mode: Mode) -> None:
+        super().__init__(opened, path, busy_timeout_s, mode)
         self._open_runs: set[int] = set()
-        self._closed = False
-        self._pid = os.getpid()
-
-    @property
-    def path(self) -> Path:
-        return self._db.path
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> Store:
@@ -99,17 +87,16 @@ class Store:
             self._closed = True
             self._db.conn.close()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"results store {self.path} is closed", hint="open it again with open_store()")
-        if os.getpid() != self._pid:  # a SQLite connection must not be used across fork()
-            raise StoreError(f"results store {self.path} was opened in another process (before a fork)",
-                             hint="call open_store() in each process")
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.mode != "write":
+            raise StoreError(f"results store {self.path} was opened read-only",
+                             hint='open it with open_store(path, mode="write") to add to it')
 
     # ---- writers ---------------------------------------------------------------------------------
     def begin_run(self, kind: str, name: str, manifest: dict[str, Any], config: dict[str, Any]) -> int:
         """Start a run (status ``running``); stores ``manifest`` once per distinct SHA-256. Returns run_id."""
-        self._check_open()
+        self._check_writable()
         kind, name = _text(kind, "run kind"), _text(name, "run name")
         manifest_json = canonical_json(_mapping(manifest, "manifest"), "manifest")
         sha = manifest_sha256(manifest)
@@ -135,7 +122,7 @@ class Store:
 
     def add_samples(self, run_id: int, samples: Sequence[Mapping[str, float | int | None]]) -> int:
         """Append raw telemetry samples (all or none); returns how many. See :mod:`gpumatch.store.samples`."""
-        self._check_open()
+        self._check_writable()
         rows = sample_rows(run_id, samples)
         self._write_sample_rows(rows)
         return len(rows)
@@ -145,7 +132,7 @@ class Store:
         return SampleBuffer(self, run_id, flush_interval_s, max_rows)
 
     def _write_sample_rows(self, rows: Sequence[SampleRow]) -> None:
-        self._check_open()
+        self._check_writable()
         if rows:
             self._db.write("adding samples", lambda c: c.executemany(INSERT_SQL, rows))
 
@@ -160,7 +147,7 @@ class Store:
         extra: dict[str, Any] | None = None,
     ) -> int:
         """Append one measured value; ``value`` must be finite, ``unit`` an SI unit string. Returns result_id."""
-        self._check_open()
+        self._check_writable()
         metric, unit = _text(metric, "metric name"), _text(unit, "unit")
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise StoreError(
@@ -184,7 +171,7 @@ class Store:
         manifest: dict[str, Any] | None = None,
     ) -> int:
         """Record a failed configuration. Its environment is ``manifest``, else the run's manifest, else none."""
-        self._check_open()
+        self._check_writable()
         config_json = canonical_json(_mapping(config, "config"), "config")
         error_class = _text(error_class, "error class")
         manifest_json = None if manifest is None else canonical_json(_mapping(manifest, "manifest"), "manifest")
@@ -211,14 +198,14 @@ class Store:
         self, run_id: int, t_s: float, kind: str, data: dict[str, Any], gpu_index: int | None = None
     ) -> int:
         """Append a discrete event (Xid, window-edge counters...) at ``t_s`` seconds. Returns event_id."""
-        self._check_open()
+        self._check_writable()
         args = (run_id, float(t_s), gpu_index, _text(kind, "event kind"), canonical_json(data, "event data"), _now())
         sql = "INSERT INTO events (run_id, t_s, gpu_index, kind, data_json, created_at) VALUES (?, ?, ?, ?, ?, ?)"
         return self._db.write("adding an event", lambda c: int(c.execute(sql, args).lastrowid or 0))
 
     def end_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
         """Close a running run as ``completed``, ``failed`` or ``interrupted`` (once; later closes fail)."""
-        self._check_open()
+        self._check_writable()
         if status not in END_STATUSES:
             raise StoreError(f"run status {status!r} is not one of {', '.join(END_STATUSES)}",
                              hint="end a run as completed, failed or interrupted")
@@ -243,7 +230,7 @@ class Store:
     ) -> int:
         """Store fitted ``values`` with ``provenance``; the runs used are ``run_ids`` (default:
         ``provenance["run_ids"]`` when that is a list of ints). Returns calibration_id."""
-        self._check_open()
+        self._check_writable()
         name = _text(name, "calibration name")
         values_json = canonical_json(_mapping(values, "calibration values"), "calibration values")
         prov_json = canonical_json(_mapping(provenance, "provenance"), "provenance")
@@ -265,6 +252,7 @@ class Store:
 
     def close_stale_runs(self) -> list[int]:
         """Close as ``interrupted`` every running run whose writer is provably gone; returns their ids."""
+        self._check_writable()
         stale = [r.run_id for r in self._all_running() if r.status == "interrupted"]
         for run_id in stale:
             with contextlib.suppress(StoreError):  # closed concurrently
@@ -275,89 +263,19 @@ class Store:
         sql = readers.RUN_SQL + " WHERE r.status = 'running' ORDER BY r.run_id"
         return self._db.read("listing runs", lambda c: [readers.run_record(r) for r in c.execute(sql)])
 
-    # ---- readers ---------------------------------------------------------------------------------
-    def runs(self, kind: str | None = None, limit: int = 100) -> list[RunRecord]:
-        """Newest first, at most ``limit``; only ``kind`` when given."""
-        self._check_open()
-        where, args = ("", ()) if kind is None else (" WHERE r.kind = ?", (kind,))
-        sql = readers.RUN_SQL + where + " ORDER BY r.run_id DESC LIMIT ?"
-        return self._db.read("listing runs", lambda c: [readers.run_record(r) for r in c.execute(sql, (*args, limit))])
-
-    def run(self, run_id: int) -> RunRecord:
-        self._check_open()
-        rows = self._db.read("reading a run", lambda c: c.execute(readers.RUN_SQL + " WHERE r.run_id = ?",
-                                                                  (run_id,)).fetchall())
-        if not rows:
-            raise StoreError(f"no run {run_id} in {self.path}", hint="list runs with: gpumatch runs list")
-        return readers.run_record(rows[0])
-
-    def results(self, run_id: int) -> list[ResultRecord]:
-        self._check_open()
-        return self._db.read("reading results", lambda c: readers.results(c, run_id))
-
-    def samples(self, run_id: int) -> list[dict[str, Any]]:
-        """Samples in insertion order, as dicts with every SAMPLE_FIELDS key (None where unsupported)."""
-        self._check_open()
-        return self._db.read("reading samples", lambda c: [row_to_sample(r) for r in c.execute(SELECT_SQL, (run_id,))])
-
-    def events(self, run_id: int) -> list[EventRecord]:
-        self._check_open()
-        return self._db.read("reading events", lambda c: readers.events(c, run_id))
-
-    def failures(self, run_id: int | None = None) -> list[FailureRecord]:
-        self._check_open()
-        return self._db.read("reading failures", lambda c: readers.failures(c, run_id))
-
-    def calibrations(self, name: str | None = None) -> list[CalibrationRecord]:
-        """Newest first; only ``name`` when given."""
-        self._check_open()
-        return self._db.read("reading calibrations", lambda c: readers.calibrations(c, name))
-
-    def latest_calibration(self, name: str) -> CalibrationRecord | None:
-        """The newest calibration called ``name``, or None if there is none."""
-        self._check_open()
-        found = self._db.read("reading calibrations", lambda c: readers.calibrations(c, name, latest_only=True))
-        return found[0] if found else None
-
-    def export_run(self, run_id: int, samples: bool = False) -> dict[str, Any]:
-        """One run as plain JSON-ready data: the run, its results, failures, events (and samples if asked)."""
-        out: dict[str, Any] = {
-            "run": self.run(run_id).to_dict(),
-            "results": [r.to_dict() for r in self.results(run_id)],
-            "failures": [f.to_dict() for f in self.failures(run_id)],
-            "events": [e.to_dict() for e in self.events(run_id)],
-        }
-        if samples:
-            out["samples"] = self.samples(run_id)
-        return out
-
-    def manifest(self, sha256: str) -> dict[str, Any]:
-        self._check_open()
-        rows = self._db.read("reading a manifest", lambda c: c.execute(
-            "SELECT manifest_json FROM manifests WHERE manifest_sha256 = ?", (sha256,)).fetchall())
-        if not rows:
-            raise StoreError(f"no manifest {sha256} in {self.path}", hint="use a manifest_sha256 from a run")
-        return dict(json.loads(rows[0][0]))
-
-    def migrations(self) -> list[MigrationRecord]:
-        self._check_open()
-        return [MigrationRecord(n, a) for n, a in self._db.read("reading migrations", applied_migrations)]
-
-    def integrity_check(self) -> str:
-        """SQLite's ``PRAGMA integrity_check`` verdict: ``"ok"`` or the problems found."""
-        self._check_open()
-        rows = self._db.read("checking integrity", lambda c: c.execute("PRAGMA integrity_check").fetchall())
-        return "; ".join(str(r[0]) for r in rows)
-
 
 def open_store(
     path: Path | str | None = None,
     *,
+    mode: Mode = "write",
     busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     migrations: Sequence[tuple[str, str]] = MIGRATIONS,
 ) -> Store:
-    """Open (create and migrate if needed) the store at ``path`` (a path or ``sqlite:///path``), default
-    ``load_settings().store_path`` (``$GPUMATCH_STORE`` or ``$GPUMATCH_HOME/results.sqlite``).
+    """Open the store at ``path`` (a path or ``sqlite:///path``), default ``load_settings().store_path``
+    (``$GPUMATCH_STORE`` or ``$GPUMATCH_HOME/results.sqlite``).
+
+    ``mode="write"`` creates, checks (``quick_check``) and migrates the file; ``mode="read"`` changes nothing
+    and refuses a missing, empty, foreign, newer or too-old file (see :mod:`gpumatch.store.connection`).
     ``migrations`` is for tests only."""
     if path is None:
         from gpumatch.settings import load_settings
@@ -365,15 +283,4 @@ def open_store(
         path = load_settings().store_path
     text = str(path)
     p = Path(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text).expanduser()
-    conn, mode = connect(p, busy_timeout_s)
-    db = Db(conn, p, busy_timeout_s)
-    try:
-        with db.lock:
-            migrate(conn, str(p), migrations)
-    except sqlite3.Error as e:
-        conn.close()
-        raise translate(e, p, "migrating the schema", busy_timeout_s) from e
-    except BaseException:
-        conn.close()
-        raise
-    return Store(db, mode)
+    return Store(open_connection(p, mode, busy_timeout_s, migrations), p, busy_timeout_s, mode)

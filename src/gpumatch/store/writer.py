@@ -13,11 +13,14 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from gpumatch.errors import DataFileError
+from gpumatch.files import read_bytes
+
 
 def _read(path: str) -> str | None:
     try:
-        return Path(path).read_text(encoding="ascii", errors="replace").strip()
-    except OSError:
+        return read_bytes(path, path, 1_000_000).decode("ascii", errors="replace").strip()
+    except DataFileError:  # gpumatch.files: missing, unreadable, not a regular file, over 1 MB
         return None
 
 
