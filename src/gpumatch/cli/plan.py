@@ -13,6 +13,7 @@ HELP = """Plan: which GPU, how many, in what layout, at what cost, and why the o
 \b
 Examples:
   gpumatch plan examples/chat-70b-serving.toml
+  gpumatch plan examples/chat-70b-serving.toml --verbose
   gpumatch plan examples/finetune-70b-cluster.toml --role cluster-training --top 5
   gpumatch plan --model llama-3.1-70b --task serve --batch 32 --prompt 2048 --gen 256 --max-gpus 8
   gpumatch plan --model llama-3.1-8b --task lora --batch 16 --seq 2048 --max-gpus 2 --gpus-per-node 2 --format json
@@ -22,6 +23,9 @@ Examples:
 GpuOption = typer.Option(None, "--gpu", "-g", help="Consider only this GPU (repeatable).")
 ExcludeOption = typer.Option(None, "--exclude", help="Leave this GPU out (repeatable).")
 RoleOption = typer.Option(None, "--role", help="Show only this role (repeatable).")
+VerboseOption = typer.Option(False, "--verbose", "-v", "--explain", help="Table: after the summary, per pick the "
+                             "full why, cost, flip and verify plan, and each failed reason's examples (JSON/CSV "
+                             "always carry everything).")
 
 
 def plan_cmd(
@@ -40,7 +44,10 @@ def plan_cmd(
     pp: int = typer.Option(None, "--pp", help="Pin the pipeline-parallel degree."),
     max_gpus: int = typer.Option(None, "--max-gpus", help="Most GPUs to consider (default 64)."),
     gpus_per_node: int = typer.Option(None, "--gpus-per-node", help="GPUs per node (default 8)."),
-    budget_usd: float = typer.Option(None, "--budget-usd", help="Purchase budget in US dollars."),
+    budget_usd: float = typer.Option(None, "--budget-usd", help="Purchase budget in US dollars (checked against "
+                                     "purchase prices whatever --price-basis says)."),
+    price_basis: str = typer.Option(None, "--price-basis", help="Price every card by on-demand (default) | "
+                                    "reserved | spot | purchase quotes: the median of providers."),
     power_w_per_node: float = typer.Option(None, "--power-w-per-node", help="Watts available per node."),
     psu_w: float = typer.Option(None, "--psu-w", help="PSU rating in watts (the 1.5x headroom rule applies)."),
     ttft_s: float = typer.Option(None, "--ttft-s", help="Target p50 time to first token, seconds."),
@@ -50,6 +57,7 @@ def plan_cmd(
     exclude: list[str] = ExcludeOption,
     top: int = typer.Option(3, "--top", "-n", help="Entries per role."),
     role: list[str] = RoleOption,
+    verbose: bool = VerboseOption,
     fmt: Format = FormatOption,
 ) -> None:
     from gpumatch.plan import plan
@@ -59,42 +67,17 @@ def plan_cmd(
                        gen=gen, precision=precision, kv_precision=kv_precision, tp=tp, pp=pp, max_gpus=max_gpus,
                        gpus_per_node=gpus_per_node, budget_usd=budget_usd, w_per_node=power_w_per_node, psu_w=psu_w,
                        ttft_p50_s=ttft_s, tpot_p50_s=tpot_s, tokens_per_s=tokens_per_s, gpus_allow=gpu,
-                       gpus_deny=exclude)
+                       gpus_deny=exclude, price_basis=price_basis)
     if top < 1:
         from gpumatch.errors import InputError
 
         raise InputError(f"--top must be at least 1, got {top}")
     result = plan(req, top=top, roles=role or None)
-    _emit(result.to_dict(), fmt)
+    _emit(result.to_dict(), fmt, verbose)
 
 
-def table_text(d: dict[str, Any]) -> str:
-    """The readable view: per role the ranked table and its explanations, then the failed configurations."""
-    from gpumatch.plan.view import as_requested_line, entry_notes, header, rejected_sections, shortlist_rows
-    from gpumatch.report.render import to_table
-
-    training = d["request"]["task"] in ("train", "finetune", "lora", "qlora")
-    parts = [header(d)]
-    for role, entries in d["shortlist"].items():
-        title = f"\n== {d['roles'][role]} ({role})"
-        if not entries:
-            where = "see the failed configurations below" if d["rejected"] else "none within the role's limits"
-            parts.append(f"{title}: no feasible candidate ({where})")
-            continue
-        parts.append(to_table(shortlist_rows(entries, training), title=title))
-        parts.append("\n".join(entry_notes(entries)))
-        alt = as_requested_line(d, role)
-        if alt:
-            parts.append(alt)
-    for title, rows in rejected_sections(d["rejected"]):
-        parts.append(to_table(rows, ["gpu", "precision", "tried", "reason"], title=f"\n{title}") if rows
-                     else f"\n{title}")
-    parts.extend(f"note: {n}" for n in d["notes"])
-    return "\n".join(parts)
-
-
-def _emit(d: dict[str, Any], fmt: Format) -> None:
-    from gpumatch.plan.view import csv_rows
+def _emit(d: dict[str, Any], fmt: Format, verbose: bool) -> None:
+    from gpumatch.report.plan import csv_rows, plan_text
     from gpumatch.report.render import to_csv, to_json
 
     if fmt is Format.json:
@@ -102,4 +85,4 @@ def _emit(d: dict[str, Any], fmt: Format) -> None:
     elif fmt is Format.csv:
         emit(to_csv(csv_rows(d)))
     else:
-        emit(table_text(d))
+        emit(plan_text(d, verbose=verbose))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from gpumatch.units import format_bytes, format_si
+from gpumatch.units import format_si
 
 DASH = "-"
 
@@ -21,13 +21,13 @@ def _finite(v: float | None) -> bool:
 
 
 def gib(n_bytes: float | None) -> str:
-    """Memory in binary units, as nvidia-smi and torch report it: '79.6 GiB', '38 MiB' below 0.1 GiB."""
+    """Memory in binary units, as nvidia-smi and torch report it: '79.6 GiB'; '38 MiB', '0.6 MiB' below 0.1 GiB."""
     if not _finite(n_bytes):
         return DASH
     assert n_bytes is not None
     if abs(n_bytes) >= 0.1 * 2**30:
         return f"{n_bytes / 2**30:.1f} GiB"
-    return f"{n_bytes / 2**20:.0f} MiB" if abs(n_bytes) >= 2**20 else format_bytes(n_bytes)
+    return f"{n_bytes / 2**20:.0f} MiB" if abs(n_bytes) >= 2**20 else f"{n_bytes / 2**20:.1f} MiB"
 
 
 def bytes_per_s(v: float | None) -> str:
@@ -88,6 +88,17 @@ def percent(fraction: float | None) -> str:
         return DASH
     assert fraction is not None
     return f"{fraction:.0%}" if abs(fraction) >= 0.1 else f"{fraction:.1%}"
+
+
+def big_count(n: float | None) -> str:
+    """Large counts the way people say them: '2B', '100M', '1.5K', '512'."""
+    if not _finite(n):
+        return DASH
+    assert n is not None
+    for factor, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= factor:
+            return f"{n / factor:.3g}{unit}"
+    return f"{n:.3g}"
 
 
 def count(n: float | None) -> str:

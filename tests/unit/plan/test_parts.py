@@ -13,7 +13,7 @@ from gpumatch.models import get_model
 from gpumatch.plan import explain
 from gpumatch.plan.candidates import enumerate_candidates, gpu_counts, layouts, mitigations
 from gpumatch.plan.inputs import with_options
-from gpumatch.plan.metrics import memory, performance
+from gpumatch.plan.metrics import memory, performance, plan_prices
 from gpumatch.plan.roles import relative, score
 
 
@@ -54,7 +54,7 @@ def test_offload_frees_optimizer_memory_and_costs_time() -> None:
     off = np.array([m.precision == "bf16" and m.recompute == "none" and m.offload for m in cs.mitigations])
     idx = np.array([int(np.flatnonzero(plain[cs.mit])[0]), int(np.flatnonzero(off[cs.mit])[0])])
     sub = cs.take(idx)
-    prices = np.array([4.0])
+    prices = plan_prices(req, specs)
     mem = memory(req, table, sub, prices)
     perf = performance(req, table, sub, prices, req.site)
     assert mem["total_bytes"][1] < mem["total_bytes"][0] - 8.03e9 * 10  # 12 of 16 bytes/param leave the GPU
@@ -112,7 +112,7 @@ def test_flip_reads_a_tie_as_a_tie() -> None:
 
 
 def test_counts_read_singular_and_plural() -> None:
-    from gpumatch.plan.view import header, plural, rejected_sections
+    from gpumatch.report.plan import header, plural, rejected_sections
 
     assert plural(1, "GPU model") == "1 GPU model" and plural(2, "GPU model") == "2 GPU models"
     assert plural(1, "GPU") == "1 GPU"
@@ -123,7 +123,7 @@ def test_counts_read_singular_and_plural() -> None:
            "gen": 1, "max_gpus": 1, "gpus_per_node": 1}
     d = {"request": req, "candidates_evaluated": 1, "candidates_estimated": 1, "feasible": 1, "elapsed_s": 0.0,
          "basis": "assumed"}
-    assert "up to 1 GPU," in header(d)
+    assert "1 candidate (≤ 1 GPU, 1 per node)" in header(d)
 
 
 def test_gpu_flag_exclusion_is_attributed_to_the_flag_and_collapsed(capsys: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,13 @@ def test_plan_flags_table_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "--model", "llama-3.2-3b", "--task", "serve", "--batch", "8", "--max-gpus", "2"]
     assert main([*args, "--role", "low-power-inference"]) == 0
     out = capsys.readouterr().out
-    assert "low-power inference card" in out and "Failed:" in out and "verify:" in out
+    assert "low-power inference card" in out and "Failed:" in out and "verify:" not in out
+    assert main([*args, "--role", "low-power-inference", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "Failed:" in out and "verify:" in out and "cost:" in out and "flip:" in out
+    assert main([*args, "--role", "low-power-inference", "--explain"]) == 0  # the alias
+    elapsed = re.compile(r"in \d+\.\d+ s")
+    assert elapsed.sub("", capsys.readouterr().out) == elapsed.sub("", out)
     assert main([*args, "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("kind,role,rank,gpu") and any(x.startswith("rejected,") for x in lines)

@@ -176,7 +176,7 @@ def test_scaling_efficiency_never_above_one() -> None:
 
 def test_memory_examples_are_the_closest_to_fitting_per_gpu() -> None:
     """Not each card ×1 "short by 2229.7 GiB": per GPU model its smallest shortfall, closest first."""
-    from gpumatch.plan.view import rejected_sections
+    from gpumatch.report.plan import rejected_sections
 
     d = plan(load_workload(EXAMPLES / "finetune-70b-cluster.toml")).to_dict()
     memory = [r for r in d["rejected"] if r["rule"] == "memory"]
@@ -202,7 +202,10 @@ def test_best_as_requested_shown_when_every_pick_changes_the_numerics() -> None:
         alt = p.as_requested[role]
         assert alt is not None and alt["mitigations"] == [] and alt["count"] == 1
         assert alt["estimate"]["total_bytes"] > 120 * GIB and alt["score"] <= p.shortlist[role][0]["score"]
-    assert "best as requested (fp16)" in __import__("gpumatch.cli.plan", fromlist=["x"]).table_text(p.to_dict())
+    from gpumatch.report.plan import plan_text
+
+    assert "as requested (fp16)" in plan_text(p.to_dict())
+    assert "best as requested (fp16)" in plan_text(p.to_dict(), verbose=True)
 
 
 def test_no_as_requested_line_when_a_pick_is_as_requested() -> None:
