@@ -18,7 +18,8 @@ HELP = (
     'Samples power (instant and 1-s average), SM/memory clocks, clock-event reasons, temperatures, '
     'memory, utilization at 1/INTERVAL Hz, GPM SM/tensor/DRAM activity once a second where supported, and'
     ' energy, violation, ECC, PCIe-replay and remap counters at the start and the end. Exits with the '
-    "command's exit code. The run, its samples and its verdict go to the results store unless --no-store.\n\n"
+    "command's exit code; SIGINT/SIGTERM/SIGHUP are passed to the command, the run is saved as interrupted and "
+    "gpumatch exits 130/143/129. The run, its samples and its verdict go to the results store unless --no-store.\n\n"
     'Without a GPU, --replay TRACE.csv replays a recorded trace through the same analysis.\n\n'
     'Examples:\n'
     '  gpumatch monitor -- python train.py --epochs 1\n'
@@ -77,11 +78,30 @@ def monitor(
     if store_error is not None:
         kept = written or ([replay] if replay is not None else _write_fallback(result.trace))
         failed = StoreNotUpdated(store_error, kept)
-        if not result.exit_code:
+        if not result.exit_code and result.signal is None:
             raise failed
         sys.stderr.write(f"gpumatch: warning: {failed}\n")
+    if result.signal is not None:
+        _stopped(result, "not stored" if not store else "not stored (see above)" if store_error else "saved")
     if result.exit_code:
         raise CommandExit(result.exit_code)
+
+
+def _stopped(result: Any, saved: str) -> None:
+    """A stop signal ended the monitoring: one line, then exit 128 + N (SIGINT without a command: the
+    documented way to end 'gpumatch monitor' with no command, exit 0)."""
+    import signal
+
+    name, code = result.signal_name, 128 + int(result.signal)
+    if not result.command:
+        if result.signal == signal.SIGINT:
+            return
+        sys.stderr.write(f"gpumatch: stopped by {name}; the run is {saved} as completed\n")
+        raise typer.Exit(code)
+    ended = "ended" if result.exit_code is None else f"ended with code {result.exit_code}"
+    sys.stderr.write(f"gpumatch: interrupted by {name}: the command was stopped ({ended}); every sample up to "
+                     f"then is {saved}{' as an interrupted run' if saved == 'saved' else ''}\n")
+    raise typer.Exit(code)
 
 
 class StoreNotUpdated(GpumatchError):
@@ -96,24 +116,64 @@ class StoreNotUpdated(GpumatchError):
 
 
 def _write_fallback(trace: Any) -> list[Path]:
-    """``./gpumatch-monitor-<UTC time>.csv`` (+ .json), else the same name in the temp folder."""
+    """``./gpumatch-monitor-<UTC time>.csv`` (+ .json), else the same name in the temp folder.
+
+    Both names are created exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``): a file or a symlink planted
+    under the name (the temp folder is shared, the name predictable) is never written through; the next
+    free name (``-2``, ``-3``...) is taken instead. The trace is written in a private folder first
+    (``tempfile.mkdtemp``, mode 0700) and copied into the two new files."""
     import datetime as dt
+    import shutil
     import tempfile
 
     from gpumatch.telemetry.trace import write_trace
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
-        path = folder / f"gpumatch-monitor-{stamp}.csv"
-        n = 1
-        while path.exists() or path.with_suffix(".json").exists():
-            n += 1
-            path = folder / f"gpumatch-monitor-{stamp}-{n}.csv"
-        try:
-            return write_trace(trace, path)
-        except GpumatchError:
-            continue
+    private = Path(tempfile.mkdtemp(prefix="gpumatch-trace-"))
+    try:
+        made = write_trace(trace, private / "trace.csv")
+        for folder in (*_cwd(), Path(tempfile.gettempdir())):
+            for n in range(1, 100):
+                path = folder / f"gpumatch-monitor-{stamp}{'' if n == 1 else f'-{n}'}.csv"
+                try:
+                    return _copy_exclusive(made, [path, path.with_suffix(".json")])
+                except FileExistsError:
+                    continue  # taken (or a planted link): the next name
+                except OSError:
+                    break  # this folder cannot be written: the next folder
+    except GpumatchError:
+        return []
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     return []
+
+
+def _cwd() -> list[Path]:
+    try:
+        return [Path.cwd()]
+    except OSError:  # the working folder was deleted
+        return []
+
+
+def _copy_exclusive(sources: list[Path], targets: list[Path]) -> list[Path]:
+    """Copy each source to a target that this call creates (never an existing file, never through a link)."""
+    import os
+    import shutil
+
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    done: list[Path] = []
+    try:
+        for src, dst in zip(sources, targets, strict=True):
+            fd = os.open(dst, flags, 0o644)
+            done.append(dst)
+            with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
+                shutil.copyfileobj(inp, out)
+    except BaseException:
+        for d in done:  # ours: created by this call
+            with contextlib.suppress(OSError):
+                d.unlink()
+        raise
+    return done
 
 
 def _run(command: list[str] | None, interval: float | None, replay: Path | None, gpu: list[int] | None,
@@ -126,22 +186,24 @@ def _run(command: list[str] | None, interval: float | None, replay: Path | None,
         result = replay_trace(replay, interval)
         manifest = trace_manifest(result.trace)
         return result, _save(result, manifest, "monitor-replay", str(replay), use_store)
+    from gpumatch.telemetry.child import StopSignals
     from gpumatch.telemetry.nvml import open_nvml
 
     interval = 0.1 if interval is None else interval
     backend = open_nvml(gpu or None)
-    try:
-        manifest = build_manifest(backend)
-        saver = _Saver(manifest, " ".join(command or []) or "(until Ctrl-C)", interval) if use_store else None
-        sys.stderr.write(f"gpumatch: monitoring {len(backend.devices())} GPU(s) every {interval:g} s"
-                         f"{'' if command else ' until Ctrl-C'}\n")
-        result = monitor_command(backend, command or None, interval,
-                                 on_samples=saver.add if saver else None)
-    finally:
-        backend.close()
-    if saver is not None:
-        saver.finish(result)
-        return result, saver.error
+    with StopSignals() as stop:  # from here a stop signal is forwarded, and waits for the save below
+        try:
+            manifest = build_manifest(backend)
+            saver = _Saver(manifest, " ".join(command or []) or "(until Ctrl-C)", interval) if use_store else None
+            sys.stderr.write(f"gpumatch: monitoring {len(backend.devices())} GPU(s) every {interval:g} s"
+                             f"{'' if command else ' until Ctrl-C'}\n")
+            result = monitor_command(backend, command or None, interval,
+                                     on_samples=saver.add if saver else None, stop=stop)
+        finally:
+            backend.close()
+        if saver is not None:
+            saver.finish(result)
+            return result, saver.error
     return result, None
 
 
@@ -157,7 +219,7 @@ class _Saver:
         self.run_id: int | None = None
         self.error: GpumatchError | None = None
         try:
-            self.store = open_store()
+            self.store = open_store(mode="write")
             self.run_id = self.store.begin_run("monitor", name, manifest, {"interval_s": interval})
         except GpumatchError as e:
             self._fail(e)
@@ -198,7 +260,7 @@ def _save(result: Any, manifest: dict[str, Any], kind: str, name: str, use_store
     from gpumatch.store import open_store
 
     try:
-        with open_store() as st:
+        with open_store(mode="write") as st:
             run_id = st.begin_run(kind, name, manifest, {"interval_s": result.trace.interval_s})
             st.add_samples(run_id, [s.to_dict() for s in result.trace.samples])
             _finish(st, run_id, result)
@@ -222,7 +284,8 @@ def _finish(st: Any, run_id: int, result: Any) -> None:
             if v is not None:
                 st.add_result(run_id, metric, v * 1e6 if unit == "Hz" else v, unit, config=cfg,
                               extra={"verdict": row["verdict"], "workload": row["workload"]})
-    status = "interrupted" if result.interrupted else ("failed" if result.exit_code else "completed")
+    # without a command, a stop signal is how the measurement ends: completed
+    status = "interrupted" if result.interrupted and result.command else "failed" if result.exit_code else "completed"
     st.end_run(run_id, status, summary=result.to_dict())
 
 

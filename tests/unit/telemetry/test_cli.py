@@ -204,19 +204,22 @@ sys.path.insert(0, {tests!r})
 from test_nvml_backend import _fake_pynvml
 sys.modules["pynvml"] = _fake_pynvml()
 from gpumatch.cli.app import main
-sys.exit(main(["monitor", "-i", "0.02", "--", sys.executable, "-c", "import time; time.sleep(60)"]))
+sys.exit(main(["monitor", "-i", "0.02", "--", sys.executable, "-c",
+                "import os, time; open({pid!r}, 'w').write(str(os.getpid())); time.sleep(60)"]))
 """
 
 
 def test_a_killed_monitor_leaves_a_readable_store(tmp_path: Path) -> None:
+    import contextlib
     import os
     import signal
     import subprocess
     import time
 
     env = dict(os.environ, GPUMATCH_HOME=str(tmp_path / "home"))
+    pid_file = tmp_path / "command.pid"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD.format(tests=str(Path(__file__).parent))],
+        [sys.executable, "-c", _CHILD.format(tests=str(Path(__file__).parent), pid=str(pid_file))],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -225,8 +228,11 @@ def test_a_killed_monitor_leaves_a_readable_store(tmp_path: Path) -> None:
     try:
         time.sleep(4.5)  # two flushes (every 2 s)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the monitor and its child, no chance to clean up
+        os.killpg(proc.pid, signal.SIGKILL)  # the monitor, no chance to clean up
         proc.wait()
+        if pid_file.exists():  # the command has a process group of its own (batch mode): kill it too
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
     with open_store(tmp_path / "home" / "results.sqlite") as st:
         (run,) = st.runs()
         assert run.kind == "monitor" and run.status == "interrupted"
