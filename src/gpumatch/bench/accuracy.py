@@ -21,7 +21,6 @@ contexts and batch sizes -- is held out.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any
 
 from gpumatch.bench.shapes import LlamaShape
 from gpumatch.estimate import Calibration, estimate
+from gpumatch.files import parse_json_object, read_text
 from gpumatch.models.arch import ModelArch
 
 GPU = "h200-sxm"
@@ -61,8 +61,7 @@ def arch_of(shape: dict[str, Any]) -> ModelArch:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(path.read_text())
-    return doc
+    return parse_json_object(read_text(path, f"measurements {path}", 50_000_000), f"measurements {path}")
 
 
 def _shapes_by_name(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:

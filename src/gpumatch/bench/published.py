@@ -15,14 +15,13 @@ with their source and scenario; nothing in it is fitted on. Each case is predict
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpumatch.errors import InputError
 from gpumatch.estimate import estimate
+from gpumatch.files import parse_toml, read_text
 
 BATCH_LADDER = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 """Concurrent sequences tried for ``max-throughput`` (TensorRT-LLM's default CUDA-graph batch sizes reach
@@ -55,10 +54,8 @@ class PublishedCase:
 
 def load(path: Path) -> tuple[list[PublishedCase], dict[str, dict[str, str]]]:
     """The cases of a published-data file and its ``[sources]`` table."""
-    try:
-        doc = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"cannot read published data {path}: {exc}", "check the file is valid TOML") from exc
+    label = f"published data {path}"
+    doc = parse_toml(read_text(path, label, 10_000_000), label)
     cases: list[PublishedCase] = []
     for grid in doc.get("grid", []):
         for s in grid["series"]:

@@ -25,6 +25,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from gpumatch.errors import DataFileError
+from gpumatch.files import read_text
 from gpumatch.telemetry.device import Backend
 from gpumatch.telemetry.probe import TorchBuild
 from gpumatch.telemetry.trace import Trace
@@ -42,8 +44,8 @@ def _pkg_version(name: str) -> str | None:
 
 def _read(path: str) -> str | None:
     try:
-        return Path(path).read_text().strip()
-    except OSError:
+        return read_text(path, path, 8_000_000).strip()  # /proc/cpuinfo of a 256-core host is ~0.5 MB
+    except DataFileError:  # gpumatch.files: missing, unreadable, not a regular file, not UTF-8, over 8 MB
         return None
 
 
