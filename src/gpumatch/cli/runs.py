@@ -1,8 +1,9 @@
-"""``gpumatch runs list|show|export|check|migrate``: what the results store holds (runs, results, failures,
+"""``gpumatch runs list|show|export|check|migrate|recover``: what the results store holds (runs, results, failures,
 samples), a stored run's telemetry back as a trace file, the store's health, and its schema upgrade.
 
 Every command but ``migrate`` opens the store read-only (``open_store(mode="read")``): it never creates,
-migrates or otherwise changes the file. ``migrate`` is the one writer here."""
+migrates or otherwise changes the file. ``migrate`` is the one writer of a store here; ``recover`` reads a
+damaged one and writes a new one."""
 
 from __future__ import annotations
 
@@ -188,3 +189,30 @@ def migrate_cmd(store: Path | None = StoreOption) -> None:
     else:
         sys.stderr.write(f"gpumatch: results store {path} upgraded from {before[-1] if before else 'empty'} to "
                          f"{after[-1]} ({len(after) - len(before)} migration(s))\n")
+
+
+_RecoverOutput = typer.Option(..., "--output", "-o", help="The new store file to write (must not exist).")
+
+
+@app.command("recover", help="Copy what is still readable from a damaged results store into a new file; the "
+             "damaged file is only read. Example: gpumatch runs recover --store results.sqlite --output fixed.sqlite")
+def recover_cmd(
+    output: Path = _RecoverOutput,
+    store: Path | None = StoreOption,
+    fmt: Format = FormatOption,
+) -> None:
+    import sys
+
+    from gpumatch.store import locate_store
+    from gpumatch.store.recover import recover_store
+
+    path, _ = locate_store(store)
+    if not path.is_file():
+        from gpumatch.errors import StoreError
+
+        raise StoreError(f"no results store at {path}", hint="give the damaged file with --store")
+    tables = recover_store(path, output)
+    emit_rows([t.to_dict() for t in tables], fmt, ["table", "copied", "unreadable_ids", "dropped"])
+    lost = sum(t.unreadable_ids + t.dropped for t in tables)
+    sys.stderr.write(f"gpumatch: {sum(t.copied for t in tables)} rows copied into {output}"
+                     f"{f'; up to {lost} lost to the damage' if lost else ''}\n")

@@ -172,12 +172,37 @@ def _connect(path: Path, busy_timeout_s: float, **params: str) -> sqlite3.Connec
         raise translate(e, path, "opening", busy_timeout_s) from e
 
 
+def _open_ro(path: Path, busy_timeout_s: float, snapshot: bool = False) -> tuple[sqlite3.Connection, bool]:
+    """A read-only connection that has read the header (so it did open), and whether it is ``immutable``.
+
+    ``mode=ro`` first (``snapshot``: straight to ``immutable``); where that cannot open (SQLite cannot
+    create the ``-shm`` of a WAL file in a read-only folder) ``immutable=1``, but only when no ``-wal``
+    content exists: immutable would not see it, and an old answer is worse than a refusal."""
+    if not snapshot:
+        try:
+            conn = _raw_connect(path, busy_timeout_s, mode="ro")
+        except sqlite3.Error as e:
+            raise translate(e, path, "opening", busy_timeout_s) from e
+        try:
+            conn.execute("PRAGMA journal_mode").fetchone()
+            return conn, False
+        except sqlite3.Error as e:
+            conn.close()
+            if not errname(e).startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
+                raise translate(e, path, "opening", busy_timeout_s) from e
+            if _wal_has_content(path):
+                raise StoreError(
+                    f"cannot read results store {path}: its latest runs are in {path.name}-wal, which SQLite "
+                    f"cannot open without write access to {path.parent} (for the -shm file)",
+                    hint="copy the file and its -wal into a writable folder and read the copy, or have its owner "
+                    "run 'gpumatch runs migrate' on it once (that folds the -wal in)") from e
+    return _connect(path, busy_timeout_s, mode="ro", immutable="1"), True
+
+
 def _identify(path: Path, kind: str, busy_timeout_s: float, migrations: Sequence[tuple[str, str]]) -> tuple[str, ...]:
     """The migrations applied in a gpumatch store; StoreError for a foreign or newer file. Writes nothing:
     a WAL file without a ``-wal`` is read ``immutable`` (so not even the ``-shm`` file is created)."""
-    snapshot = kind == "wal" and not _wal_has_content(path)
-    params = {"mode": "ro", "immutable": "1"} if snapshot else {"mode": "ro"}
-    conn = _connect(path, busy_timeout_s, **params)
+    conn, _ = _open_ro(path, busy_timeout_s, snapshot=kind == "wal" and not _wal_has_content(path))
     try:
         app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
         names = {str(r[0]) for r in conn.execute(
@@ -207,25 +232,13 @@ def _open_reader(path: Path, schema: tuple[str, ...], busy_timeout_s: float,
             f"results store {path} has an older schema ({len(schema)} of {len(migrations)} migrations: "
             f"{schema[-1] if schema else 'none'}) that this gpumatch cannot read as it is",
             hint=f"upgrade it with: gpumatch runs migrate --store {shlex.quote(str(path))}")
+    conn, immutable = _open_ro(path, busy_timeout_s)
     try:
-        conn = _raw_connect(path, busy_timeout_s, mode="ro")
-        try:
-            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-        except sqlite3.Error:
-            conn.close()
-            raise
-        return Opened(conn, mode, schema)
+        mode = "immutable" if immutable else str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     except sqlite3.Error as e:
-        if not errname(e).startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
-            raise translate(e, path, "opening", busy_timeout_s) from e
-        if _wal_has_content(path):  # immutable would not see what is in the -wal: a wrong answer
-            raise StoreError(
-                f"cannot read results store {path}: its latest runs are in {path.name}-wal, which SQLite "
-                f"cannot open without write access to {path.parent} (for the -shm file)",
-                hint="copy the file and its -wal into a writable folder and read the copy, or have its owner "
-                "run 'gpumatch runs migrate' on it once (that folds the -wal in)") from e
-    conn = _connect(path, busy_timeout_s, mode="ro", immutable="1")
-    return Opened(conn, "immutable", schema, immutable=True)
+        conn.close()
+        raise translate(e, path, "opening", busy_timeout_s) from e
+    return Opened(conn, mode, schema, immutable)
 
 
 def _open_writer(path: Path, busy_timeout_s: float, migrations: Sequence[tuple[str, str]]) -> Opened:

@@ -35,10 +35,10 @@ def is_busy(e: sqlite3.Error) -> bool:
 
 
 def recover_hint(path: Path) -> str:
-    """How to get what is readable out of a damaged store into a new file."""
+    """How to get what is readable out of a damaged store into a new file (store/recover.py)."""
     new = path.with_name(path.stem + "-recovered" + (path.suffix or ".sqlite"))
-    return (f"recover what is readable: sqlite3 {shlex.quote(str(path))} .recover | sqlite3 "
-            f"{shlex.quote(str(new))}, then use --store {shlex.quote(str(new))} or GPUMATCH_STORE")
+    return (f"recover what is readable: gpumatch runs recover --store {shlex.quote(str(path))} --output "
+            f"{shlex.quote(str(new))}, then use that file (--store or GPUMATCH_STORE)")
 
 
 def translate(e: sqlite3.Error, path: Path, action: str, busy_timeout_s: float) -> StoreError:
@@ -67,14 +67,28 @@ def translate(e: sqlite3.Error, path: Path, action: str, busy_timeout_s: float) 
             f"cannot open results store {path} ({msg})",
             hint=f"check the permissions of the file and its folder, or {HINT_OTHER_PATH}",
         )
-    if name.startswith("SQLITE_FULL") or "disk is full" in low:
+    if name.startswith("SQLITE_FULL") or "disk is full" in low or (name.startswith("SQLITE_IOERR") and _full(path)):
         return StoreError(f"results store {path}: disk full while {action}",
                           hint="free disk space and retry; what was committed before is kept")
     if "append-only" in low or "run is closed" in low:
         return StoreError(msg, hint="stored measurements are never changed; begin a new run instead")
     if "foreign key" in low:
         return StoreError(f"{action}: the run id does not exist in {path}", hint="use the id begin_run returned")
+    if name.startswith("SQLITE_IOERR"):
+        return StoreError(f"results store {path}: {action} failed ({msg}, {name})",
+                          hint="check the disk (free space, dmesg) and retry; what was committed before is kept")
     return StoreError(f"results store {path}: {action} failed ({msg})", hint="rerun with --debug for details")
+
+
+def _full(path: Path) -> bool:
+    """An I/O error where the store's filesystem has under 1 MiB free (SQLite reports a full disk while
+    creating its -shm file as SQLITE_IOERR_SHMSIZE, not SQLITE_FULL)."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(path.parent).free < 1 << 20
+    except OSError:
+        return False
 
 
 class Db:
