@@ -8,9 +8,9 @@ check the dense value we derived. Unknown keys are errors (``extra="forbid"``).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 Vendor = Literal["nvidia", "amd", "intel"]
 Segment = Literal["datacenter", "workstation", "consumer"]
@@ -98,29 +98,64 @@ class Interconnect(_Strict):
     pcie_p2p_note: str = ""
 
 
-PriceKind = Literal["launch_list", "street", "cloud_on_demand", "cloud_reserved"]
+PriceKind = Literal["on-demand", "reserved", "spot", "serverless", "list", "street"]
+"""What a quote prices (see :mod:`gpumatch.catalog.prices` for how a plan uses them):
+
+- ``on-demand``: a cloud's pay-as-you-go rate per GPU-hour, no commitment, not interruptible;
+- ``reserved``: a committed rate per GPU-hour for ``term_months``;
+- ``spot``: interruptible (spot, preemptible) capacity, or a community/peer marketplace (Vast.ai, Akash,
+  RunPod Community Cloud) where hosts are third parties and the rate floats;
+- ``serverless``: a per-second scale-to-zero worker rate turned into $/GPU-hour (cold starts not included);
+  no plan basis uses it, because it is not the price of a machine you hold;
+- ``list``: the vendor's price per card (MSRP, a price to distributors, a kit price divided by its cards);
+- ``street``: what resellers, retailers or the used market ask per card (press reports included).
+"""
+HOURLY_KINDS: frozenset[str] = frozenset({"on-demand", "reserved", "spot", "serverless"})
+LEGACY_PRICE_KINDS: dict[str, str] = {
+    "cloud_on_demand": "on-demand", "cloud_reserved": "reserved", "launch_list": "list", "street": "street",
+}
+"""Spellings of gpumatch <= 0.x price overlays, still read (``cloud_reserved`` also needs ``term_months``)."""
+
+
+def _kind(value: object) -> object:
+    """Read the old spellings of price kinds (user overlay files written before the rename)."""
+    return LEGACY_PRICE_KINDS.get(value, value) if isinstance(value, str) else value
 
 
 class PriceQuote(_Strict):
-    """A dated public price: per card (``usd``) or per GPU-hour (``usd_per_gpu_hour``)."""
+    """A dated public price: per card (``usd``) or per GPU-hour (``usd_per_gpu_hour``).
 
-    kind: PriceKind
-    usd: float | None = Field(default=None, gt=0)
-    usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    ``date`` is the date of the figure (when the source says it applied), not the day it was read;
+    where only the reading day is known, ``note`` says so. ``term_months`` is the commitment of a
+    reserved rate.
+    """
+
+    kind: Annotated[PriceKind, BeforeValidator(_kind)]
+    usd: float | None = Field(default=None, gt=0, le=10_000_000, allow_inf_nan=False)
+    usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
     date: dt.date
     source: str
     says: str = Field(min_length=2)
     provider: str = ""
+    term_months: int | None = Field(default=None, ge=1, le=120)
     uncertain: bool = False
     note: str = ""
 
     @model_validator(mode="after")
     def _one_price(self) -> PriceQuote:
-        hourly = self.kind.startswith("cloud")
+        hourly = self.kind in HOURLY_KINDS
         if hourly and self.usd_per_gpu_hour is None:
-            raise ValueError("cloud quotes need usd_per_gpu_hour")
+            raise ValueError(f"{self.kind} quotes need usd_per_gpu_hour")
+        if hourly and self.usd is not None:
+            raise ValueError(f"{self.kind} quotes give usd_per_gpu_hour, not usd (a price per card)")
         if not hourly and self.usd is None:
-            raise ValueError("purchase quotes need usd (per card)")
+            raise ValueError(f"purchase quotes ({self.kind}) need usd (per card)")
+        if not hourly and self.usd_per_gpu_hour is not None:
+            raise ValueError(f"purchase quotes ({self.kind}) give usd per card, not usd_per_gpu_hour")
+        if self.kind == "reserved" and self.term_months is None:
+            raise ValueError("reserved quotes need term_months (the commitment, e.g. 12)")
+        if self.kind != "reserved" and self.term_months is not None:
+            raise ValueError(f"term_months applies to reserved quotes, not {self.kind}")
         return self
 
 

@@ -12,7 +12,10 @@ from gpumatch.catalog.schema import PRECISIONS, GpuFile, PriceQuote
 
 @dataclass(frozen=True)
 class Price:
-    """One dated price quote, SI/USD. Exactly one of ``usd`` / ``usd_per_gpu_hour`` is set."""
+    """One dated price quote, SI/USD. Exactly one of ``usd`` / ``usd_per_gpu_hour`` is set.
+
+    ``kind`` is one of :data:`gpumatch.catalog.schema.PriceKind`; ``term_months`` is set for reserved rates.
+    """
 
     kind: str
     usd: float | None
@@ -22,6 +25,14 @@ class Price:
     says: str
     provider: str = ""
     uncertain: bool = False
+    note: str = ""
+    term_months: int | None = None
+
+    @property
+    def amount(self) -> float:
+        """The figure in its own unit: USD per GPU-hour for hourly kinds, USD per card for purchase kinds."""
+        value = self.usd_per_gpu_hour if self.usd_per_gpu_hour is not None else self.usd
+        return float(value) if value is not None else float("nan")
 
 
 @dataclass(frozen=True)
@@ -85,9 +96,10 @@ class GpuSpec:
         """Dense peak FLOP/s for a compute precision key of ``PRECISIONS``; None if unsupported."""
         return self.peak_flops_per_s.get(precision)
 
-    def latest_price(self, kind_prefix: str) -> Price | None:
-        """The newest quote whose kind starts with ``kind_prefix`` ('cloud', 'launch_list', 'street')."""
-        quotes = [p for p in self.prices if p.kind.startswith(kind_prefix)]
+    def latest_price(self, kind: str) -> Price | None:
+        """The newest quote of one kind ('on-demand', 'spot', 'list', ...). Plans and estimates do not use this:
+        they take :func:`gpumatch.catalog.prices.select_price` (one basis, median of providers)."""
+        quotes = [p for p in self.prices if p.kind == kind]
         return max(quotes, key=lambda p: p.date) if quotes else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -140,6 +152,8 @@ def _price_dict(p: Price) -> dict[str, Any]:
         "says": p.says,
         "provider": p.provider,
         "uncertain": p.uncertain,
+        "note": p.note,
+        "term_months": p.term_months,
     }
 
 
@@ -153,6 +167,8 @@ def price_from_quote(q: PriceQuote, source_url: str) -> Price:
         says=q.says,
         provider=q.provider,
         uncertain=q.uncertain,
+        note=q.note,
+        term_months=q.term_months,
     )
 
 

@@ -50,7 +50,8 @@ def _table_view(d: dict[str, Any]) -> dict[str, Any]:
             view[k] = f"{v:.4g}" if isinstance(v, float) else v
     if d.get("price"):
         p = d["price"]
-        view["price"] = f"{p['kind']} ${p['usd_per_gpu_hour']:.2f}/GPU-h ({p['provider']}, {p['date']})"
+        view["price"] = (p.get("choice") or {}).get("text") or (
+            f"{p['kind']} ${p['usd_per_gpu_hour']:.2f}/GPU-h ({p['provider']}, {p['date']})")
     if d.get("uncertainty"):
         u = d["uncertainty"]
         view["uncertainty"] = f"±{u['time_fraction'] * 100:.0f}% on times ({u['basis']})"
@@ -111,6 +112,8 @@ def estimate_cmd(
                                  "its values."),
     run_tokens: str = typer.Option(None, "--run-tokens", help="Tokens of a whole run ('100M', '2e9'): adds hours, "
                                    "kWh and $ per run."),
+    price_basis: str = typer.Option(None, "--price-basis", help="Price the GPU by on-demand (default) | reserved | "
+                                    "spot | purchase quotes: the median of providers, as the plan does."),
     curve: bool = typer.Option(False, "--curve", help="Add the memory growth curve over batch × sequence length."),
     calibration: str = typer.Option(None, "--calibration", help="A Calibration JSON file (fields of "
                                     "gpumatch.estimate.Calibration) instead of the defaults."),
@@ -124,7 +127,7 @@ def estimate_cmd(
     flags = {"task": task, "batch": batch, "seq": seq, "prompt": prompt, "gen": gen, "precision": precision,
              "kv_precision": kv_precision, "optimizer": optimizer, "master_weights": master_weights,
              "recompute": recompute, "tp": tp, "pp": pp, "dp": dp, "zero": zero, "micro_batches": micro_batches,
-             "offload_optimizer": offload_optimizer or None}
+             "offload_optimizer": offload_optimizer or None, "price_basis": price_basis}
     given = {k: v for k, v in flags.items() if v is not None}
     if workload:
         model_arg, options = _workload_options(workload)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gpumatch.catalog import GpuSpec, get_gpu
+from gpumatch.catalog.prices import HOURLY_BASES, select_price, unpriced_mark
 from gpumatch.errors import InputError
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
@@ -123,19 +124,23 @@ def _request(count: int | None, kw: dict[str, Any]) -> Request:
     return req
 
 
-def _price(gpu: GpuSpec, metrics: dict[str, float]) -> tuple[PriceBasis | None, float, float]:
-    """(quote used, $/h, $/1M tokens): the cloud quote when known, else the amortized purchase."""
-    cloud = gpu.latest_price("cloud")
-    if cloud is not None and cloud.usd_per_gpu_hour:
-        basis = PriceBasis(cloud.kind, cloud.usd_per_gpu_hour, cloud.date.isoformat(), cloud.source_url, cloud.provider)
-        return basis, metrics["usd_per_hour_cloud"], metrics["usd_per_million_tokens_cloud"]
-    buy = gpu.latest_price("street") or gpu.latest_price("launch")
-    if buy is not None and buy.usd and not math.isnan(metrics["usd_per_hour_owned"]):
-        per_h = metrics["usd_per_hour_owned"] / metrics["count"]
-        basis = PriceBasis(f"owned ({buy.kind} ${buy.usd:,.0f}, amortized)", per_h, buy.date.isoformat(),
-                           buy.source_url, buy.provider)
-        return basis, metrics["usd_per_hour_owned"], metrics["usd_per_million_tokens_owned"]
-    return None, float("nan"), float("nan")
+def _price(gpu: GpuSpec, metrics: dict[str, float], basis: str) -> tuple[PriceBasis | None, float, float]:
+    """(quotes used, $/h, $/1M tokens) on one price basis, chosen by the same function as the planner
+    (:func:`gpumatch.catalog.prices.select_price`); NaN costs and no basis when the card has no quote of it."""
+    choice = select_price(gpu, basis)
+    if choice.value is None:
+        return None, float("nan"), float("nan")
+    who = choice.quotes[0].provider if choice.providers == 1 else f"median of {choice.providers} providers"
+    when = choice.period() if choice.quotes else ""
+    url = choice.quotes[0].source_url if choice.quotes else ""
+    if basis in HOURLY_BASES:
+        return (PriceBasis(basis, choice.value, when, url, who, choice.to_dict()), metrics["usd_per_hour_cloud"],
+                metrics["usd_per_million_tokens_cloud"])
+    if math.isnan(metrics["usd_per_hour_owned"]):
+        return None, float("nan"), float("nan")
+    per_gpu_h = metrics["usd_per_hour_owned"] / metrics["count"]
+    return (PriceBasis(basis, per_gpu_h, when, url, who, choice.to_dict()), metrics["usd_per_hour_owned"],
+            metrics["usd_per_million_tokens_owned"])
 
 
 def estimate(
@@ -172,7 +177,10 @@ def estimate(
     if with_scaling and req.count > 1:
         out.update(scaling(req.task, m, case, out, cal))
     metrics = {k: float(v) for k, v in out.items()}
-    price, usd_h, usd_m = _price(spec, metrics)
+    price, usd_h, usd_m = _price(spec, metrics, req.price_basis)
+    if price is None:
+        warnings += (f"{unpriced_mark(req.price_basis)} for {spec.name}: cost not estimated (try another "
+                     "--price-basis, or add a quote in a price overlay)",)
     metrics["usd_per_hour"], metrics["usd_per_million_tokens"] = usd_h, usd_m
     metrics["uncertainty_fraction"], why = cal.time_uncertainty(spec.name)
     metrics["power_idle_w"] = spec.tdp_w * cal.idle_power_fraction

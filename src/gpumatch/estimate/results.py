@@ -63,13 +63,20 @@ class MemoryEstimate:
 
 @dataclass(frozen=True)
 class PriceBasis:
-    """Which quote a cost figure uses."""
+    """Which quotes a cost figure uses (:func:`gpumatch.catalog.prices.select_price`, the planner's rule).
+
+    ``kind``: the price basis (on-demand, reserved, spot, purchase). ``usd_per_gpu_hour``: what one GPU costs per
+    hour on that basis (purchase: amortized capex + energy + facility per GPU). ``date``: the months of the
+    quotes used; ``provider``: who (or "median of N providers"); ``source_url``: the first quote's source.
+    ``choice``: the full selection (figure, spread, every quote) as JSON.
+    """
 
     kind: str
     usd_per_gpu_hour: float
     date: str
     source_url: str
     provider: str = ""
+    choice: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpumatch.catalog import GpuSpec
+from gpumatch.catalog.prices import DEFAULT_BASIS, HOURLY_BASES, check_basis, select_price
 from gpumatch.errors import InputError
 from gpumatch.estimate.engine import TASKS, TRAIN_TASKS
 from gpumatch.estimate.inputs import Case
@@ -64,6 +65,8 @@ class Request:
     cuda_graphs: bool | None = None
     offload_optimizer: bool = False
     prefill_chunk: int = 8192
+    price_basis: str = DEFAULT_BASIS
+    """Which quotes price the GPU (:mod:`gpumatch.catalog.prices`): on-demand, reserved, spot or purchase."""
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -89,6 +92,7 @@ def validate(arch: ModelArch, req: Request) -> None:
     _choice("optimizer", req.optimizer, OPTIMIZERS)
     _choice("master weights", req.master_weights, MASTER)
     _choice("recompute", req.recompute, RECOMPUTE)
+    check_basis(req.price_basis)
     for name in ("batch", "tp", "pp", "dp", "micro_batches"):
         if getattr(req, name) < 1:
             raise InputError(f"{name.replace('_', '-')} must be at least 1, got {getattr(req, name)}")
@@ -142,13 +146,12 @@ def gpu_link_fields(gpu: GpuSpec) -> dict[str, float]:
     }
 
 
-def prices(gpu: GpuSpec) -> tuple[float, float]:
-    """(cloud $/GPU-hour, purchase $) from the newest quotes; NaN where none is known."""
-    cloud = gpu.latest_price("cloud")
-    buy = gpu.latest_price("street") or gpu.latest_price("launch")
-    c = cloud.usd_per_gpu_hour if cloud and cloud.usd_per_gpu_hour else float("nan")
-    b = buy.usd if buy and buy.usd else float("nan")
-    return c, b
+def prices(gpu: GpuSpec, basis: str = DEFAULT_BASIS) -> tuple[float, float]:
+    """($/GPU-hour on ``basis``, purchase $ per card), both by :func:`gpumatch.catalog.prices.select_price` (the
+    rule the planner uses); NaN where no quote exists. The hourly figure is NaN on the purchase basis."""
+    hourly = select_price(gpu, basis).value if basis in HOURLY_BASES else None
+    buy = select_price(gpu, "purchase").value
+    return (float("nan") if hourly is None else hourly), (float("nan") if buy is None else buy)
 
 
 def weight_precision(req: Request) -> str:
@@ -204,9 +207,9 @@ def shape_numbers(req: Request) -> dict[str, float]:
     }
 
 
-def gpu_numbers(gpu: GpuSpec) -> dict[str, float]:
+def gpu_numbers(gpu: GpuSpec, price_basis: str = DEFAULT_BASIS) -> dict[str, float]:
     """Memory, bandwidth, power, links and prices of one GPU (peak FLOP/s depends on the precision)."""
-    cloud, buy = prices(gpu)
+    cloud, buy = prices(gpu, price_basis)
     return {
         "capacity_bytes": float(gpu.memory_usable_bytes),
         "bandwidth_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
@@ -227,7 +230,7 @@ def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple
     case = Case(
         peak_flops_per_s=path.peak_flops_per_s,
         low_precision_gemm=1.0 if path.compute_key in LOW_PRECISION_COMPUTE_KEYS else 0.0,
-        **gpu_numbers(gpu),
+        **gpu_numbers(gpu, req.price_basis),
         **shape_numbers(req),
         **precision_numbers(req),
     )

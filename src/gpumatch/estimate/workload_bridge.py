@@ -18,7 +18,8 @@ def options_from_workload(wl: Workload) -> dict[str, Any]:
     """Request options (see :class:`gpumatch.estimate.setup.Request`) of a resolved workload."""
     task = "infer" if wl.task == "dev" else wl.task
     p, s = wl.precision, wl.shape
-    opts: dict[str, Any] = {"task": task, "precision": p.weights, "gpus_per_node": wl.limits.gpus_per_node}
+    opts: dict[str, Any] = {"task": task, "precision": p.weights, "gpus_per_node": wl.limits.gpus_per_node,
+                            "price_basis": wl.money.price_basis}
     if p.kv_cache and not wl.is_training:
         opts["kv_precision"] = p.kv_cache
     if wl.is_training:

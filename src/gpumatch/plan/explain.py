@@ -46,8 +46,9 @@ def cost_text(est: dict[str, Any], req: PlanRequest) -> str:
     """$/h of the whole candidate and $/1M tokens; $ per run for training with a token target."""
     usd_h, per_m = est.get("usd_per_hour"), est.get("usd_per_million_tokens")
     if usd_h is None or per_m is None:
-        return "no cloud price known for this card (catalog has no quote): cost not compared"
-    basis = "owned: purchase amortized + energy" if req.budget_usd else "cloud"
+        return f"no {req.price_basis} price known for this card: cost not compared"
+    basis = ("owned: purchase amortized + energy" if req.price_basis == "purchase"
+             else f"cloud {req.price_basis}")
     out = f"${usd_h:,.2f}/h ({basis}), ${per_m:,.3g} per 1M tokens"
     if req.training and req.train_tokens and est.get("tokens_per_s"):
         hours = req.train_tokens / est["tokens_per_s"] / 3600.0
@@ -71,7 +72,7 @@ def flip(a: dict[str, Any], b: dict[str, Any], weights: dict[str, float]) -> str
         return f"tied with {label(b)} (scores {a['score']:.1f} and {b['score']:.1f})"
     options = []
     for term, w in weights.items():
-        if w <= 0:
+        if w <= 0 or (term == "cost" and b.get("priced") is False):  # an unpriced card's cost term is imputed
             continue
         need = gap / 100.0 * total / w
         have = b["terms"][term]

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from gpumatch.catalog.prices import check_basis
 from gpumatch.errors import InputError
 from gpumatch.estimate import Site
 from gpumatch.models.arch import ModelArch
@@ -33,7 +34,8 @@ DEFAULT_MAX_GPUS = 64
 class PlanRequest:
     """One planning question, SI units. ``batch``: global batch in sequences (training) or sequences in
     flight (inference). ``micro_batch``: fixed per-GPU micro-batch (training), None = let the planner choose.
-    Targets are None when not set; ``usd_per_gpu_hour`` overrides catalog cloud quotes by canonical GPU name.
+    Targets are None when not set; ``usd_per_gpu_hour`` (``purchase_usd_per_gpu``) replaces the catalog's hourly
+    (purchase) figure by canonical GPU name.
     ``tp``/``pp`` pin the tensor/pipeline degree (None = the planner tries them all).
     """
 
@@ -64,6 +66,10 @@ class PlanRequest:
     cooling: str = "air"
     budget_usd: float | None = None
     usd_per_gpu_hour: dict[str, float] = field(default_factory=dict)
+    price_basis: str = "on-demand"
+    """Which quotes price every candidate (:mod:`gpumatch.catalog.prices`); the budget is checked against
+    purchase prices whatever the basis."""
+    purchase_usd_per_gpu: dict[str, float] = field(default_factory=dict)
     utilization: float = 0.6
     site: Site = field(default_factory=Site)
     role_weights: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -156,6 +162,8 @@ def from_workload(wl: Workload) -> PlanRequest:
         cooling=wl.power.cooling,
         budget_usd=wl.money.purchase_budget_usd,
         usd_per_gpu_hour=dict(wl.money.usd_per_gpu_hour),
+        price_basis=wl.money.price_basis,
+        purchase_usd_per_gpu=dict(wl.money.purchase_usd_per_gpu),
         utilization=wl.money.utilization,
         site=_site(wl),
         role_weights={k: dict(v) for k, v in wl.role_weights.items()},
@@ -243,6 +251,8 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
             raise InputError(f"unknown task {task!r}", f"use one of {', '.join(_TASKS)}")
         opts["dev"] = task == "dev"
         opts["task"] = "infer" if task == "dev" else task
+    if "price_basis" in opts:
+        check_basis(opts["price_basis"], "--price-basis")
     for name in ("precision", "kv_precision"):
         if name in opts and opts[name] not in _PRECISIONS:
             raise InputError(f"unknown {name.replace('_', ' ')} {opts[name]!r}", f"use one of {', '.join(_PRECISIONS)}")

@@ -9,7 +9,7 @@ A score is ``100 × Σ w_t · s_t / Σ w_t`` over the terms of :data:`gpumatch.w
 
 - throughput, latency, cost, energy are relative to the best candidate in the role's pool, on a log scale:
   ``1 + log10(x / best)`` (higher-better; inverted for lower-better), clipped to [0, 1] -- the best gets 1,
-  a candidate 2x worse 0.7, 10x worse 0; unknown (no price) gets 0;
+  a candidate 2x worse 0.7, 10x worse 0;
 - memory_headroom: free fraction of GPU memory after the estimate, full marks at 30 %;
 - scaling: the predicted scaling efficiency (1 on one GPU);
 - reliability: 1.0 datacenter card with ECC, 0.7 workstation card with ECC, 0.3 consumer card (no ECC, open-air
@@ -18,6 +18,15 @@ A score is ``100 × Σ w_t · s_t / Σ w_t`` over the terms of :data:`gpumatch.w
   bf16 and FP8 paths, every major framework); 8.0-8.6 0.9 (no FP8: FP8 recipes cannot be validated); 10.x/12.x
   0.85 (Blackwell: wheels and kernels still catching up); 7.x 0.5 (no bf16, no FlashAttention-2); AMD ROCm 0.6;
   Intel Gaudi 0.4 (its own software stack and graph compiler).
+
+A candidate whose cost is unknown (its card has no quote on the plan's price basis, e.g. "no on-demand quote") is
+neither pushed down nor lifted by it (:func:`impute_cost`): its cost term is the median cost term of the priced
+candidates of the pool, i.e. it is ranked as if it cost what a typical candidate costs, and everything else decides.
+(The old rule gave it 0, so a card lost a role for lacking a quote. Dropping the cost weight and renormalising
+the others, the other fair rule, lifts it instead: on the examples an unpriced H200 NVL then beat every priced
+card, because only the cheapest priced card scores 1 on cost while the unpriced one is implicitly as cheap as it
+is good.) When no candidate of the pool is priced, the cost weight is dropped for all. The plan marks every
+unpriced candidate ("no on-demand quote") so a reader knows its cost was not compared.
 
 Mitigations the planner adds that change the numerics carry a risk the estimate cannot see (quality, convergence),
 so the score is multiplied by ``1 − risk``: int4 weights 0.15, int8 0.08, fp8 weights 0.05, fp8 KV cache 0.03,
@@ -153,17 +162,31 @@ def term_values(metrics: dict[str, FloatArray], rel: FloatArray, eco: FloatArray
     }
 
 
-def score(weights: dict[str, float], terms: dict[str, FloatArray]) -> FloatArray:
-    """``100 × Σ w·s / Σ w`` (0 when every weight is 0)."""
-    total = sum(weights.values())
+def impute_cost(terms: dict[str, FloatArray], priced: npt.NDArray[np.bool_]) -> dict[str, FloatArray]:
+    """``terms`` with the cost term of unpriced candidates set to the median cost term of the priced ones (module
+    docstring); unchanged when every candidate is priced or none is (then :func:`score` drops the weight)."""
+    if priced.all() or not priced.any():
+        return terms
+    cost = terms["cost"].copy()
+    cost[~priced] = float(np.median(cost[priced]))
+    return {**terms, "cost": cost}
+
+
+def score(weights: dict[str, float], terms: dict[str, FloatArray],
+          priced: npt.NDArray[np.bool_] | None = None) -> FloatArray:
+    """``100 × Σ w·s / Σ w`` (0 when every weight is 0). Where ``priced`` is False the cost term and its weight
+    are left out of both sums; the planner calls it so only when no candidate of the pool is priced (otherwise it
+    imputes the term first, :func:`impute_cost`)."""
     n = next(iter(terms.values())).shape
-    if total <= 0:
-        return np.zeros(n)
+    known = np.ones(n, dtype=bool) if priced is None else np.broadcast_to(priced, n)
     acc = np.zeros(n)
+    total = np.zeros(n)
     for t, w in weights.items():
         if w:
-            acc = acc + w * terms[t]
-    out: FloatArray = 100.0 * acc / total
+            use = known if t == "cost" else np.ones(n, dtype=bool)
+            acc = acc + np.where(use, w * terms[t], 0.0)
+            total = total + np.where(use, w, 0.0)
+    out: FloatArray = np.where(total > 0, 100.0 * acc / np.where(total > 0, total, 1.0), 0.0)
     return out
 
 

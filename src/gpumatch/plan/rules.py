@@ -22,6 +22,7 @@ import numpy.typing as npt
 from gpumatch.catalog import GpuSpec
 from gpumatch.plan.candidates import CandidateSet
 from gpumatch.plan.inputs import PlanRequest
+from gpumatch.plan.pricing import Prices, plan_prices
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -42,7 +43,7 @@ RULES: tuple[tuple[str, str], ...] = (
     ("cooling", "cooling: passive card in a desk-side box"),
     ("power", "over the power budget per node"),
     ("psu", "PSU headroom below the 1.5x rule"),
-    ("budget", "over the purchase budget, or no price to check it"),
+    ("budget", "over the purchase budget"),
     ("memory", "does not fit in GPU memory"),
     ("ttft", "SLO unreachable: time to first token"),
     ("tpot", "SLO unreachable: time per output token"),
@@ -65,19 +66,22 @@ class GpuFacts:
     nvlink_domain: npt.NDArray[np.float64]
     fp8: BoolArray
     allowed: BoolArray
+    prices: Prices
 
 
 def gpu_facts(req: PlanRequest, specs: tuple[GpuSpec, ...], nvlink_domain: npt.NDArray[np.float64]) -> GpuFacts:
-    def price(g: GpuSpec) -> float:
-        q = g.latest_price("street") or g.latest_price("launch")
-        return float(q.usd) if q and q.usd else float("nan")
+    """``purchase_usd``: the purchase price per card the budget rule uses, by the one price rule
+    (:func:`gpumatch.catalog.prices.select_price`: median of sellers' newest list or street quotes) or the
+    workload's ``purchase_usd_per_gpu``; NaN where neither exists. ``prices``: every price of the plan."""
+    prices = plan_prices(req, specs)
 
     allowed = np.array([(not req.gpus_allow or g.name in req.gpus_allow) and g.name not in req.gpus_deny
                         for g in specs])
     return GpuFacts(
         specs=specs,
         tdp_w=np.array([g.tdp_w for g in specs]),
-        purchase_usd=np.array([price(g) for g in specs]),
+        purchase_usd=prices.purchase,
+        prices=prices,
         consumer=np.array([g.segment == "consumer" for g in specs]),
         passive=np.array([g.cooling == "passive" for g in specs]),
         p2p=np.array([g.pcie_p2p for g in specs]),
@@ -113,8 +117,9 @@ def structural(req: PlanRequest, facts: GpuFacts, cs: CandidateSet, supported: B
     if req.psu_w:
         checks.append(("psu", watts * PSU_HEADROOM > req.psu_w))
     if req.budget_usd:
+        # A card without a purchase price is kept, not rejected: flags() marks it "price unknown" (README).
         cost = cs.count * facts.purchase_usd[cs.gpu]
-        checks.append(("budget", ~(cost <= req.budget_usd)))
+        checks.append(("budget", cost > req.budget_usd))
     return _first(checks, len(cs))
 
 
@@ -189,10 +194,8 @@ def describe(code: int, req: PlanRequest, facts: GpuFacts, cs: CandidateSet, i: 
         return f"PSU {req.psu_w:.0f} W < 1.5 × ({load}) = {watts * PSU_HEADROOM:.0f} W (seed's 1.5x headroom rule)"
     if name == "budget":
         unit = float(facts.purchase_usd[int(cs.gpu[i])])
-        if np.isnan(unit):
-            return (f"no purchase price for {g.name} in the catalog, so it cannot be checked against the "
-                    f"${req.budget_usd:,.0f} budget (add a street price to a catalog overlay)")
-        return f"{n} × ${unit:,.0f} = ${n * unit:,.0f} exceeds the ${req.budget_usd:,.0f} purchase budget"
+        return (f"{n} × ${unit:,.0f} (purchase price: median of sellers) = ${n * unit:,.0f} exceeds the "
+                f"${req.budget_usd:,.0f} purchase budget")
     return _describe_measured(name, req, cs, i, est, margin)
 
 
@@ -252,3 +255,6 @@ def flags(req: PlanRequest, facts: GpuFacts, cs: CandidateSet, i: int, est: dict
         out.append(f"{min(n, req.gpus_per_node)} open-air {g.form_factor}s in one chassis need risers or blower "
                    "editions")
     return out
+    if req.budget_usd and np.isnan(facts.purchase_usd[gi]):
+        out.append(f"price unknown: check the budget yourself (no purchase price for {g.name}; {n} card{'s' * (n > 1)} "
+                   f"not checked against the ${req.budget_usd:,.0f} budget; give money.purchase_usd_per_gpu)")

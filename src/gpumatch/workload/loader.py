@@ -70,8 +70,10 @@ def build_workload(
     """Turn a validated file into the runtime value (model and names resolved, defaults filled)."""
     model = _model(wf.model, base_dir, label)
     allow, deny, prices = list(wf.gpus.allow), list(wf.gpus.deny), dict(wf.money.usd_per_gpu_hour)
-    if resolve_gpus and (allow or deny or prices):
+    buy = dict(wf.money.purchase_usd_per_gpu)
+    if resolve_gpus and (allow or deny or prices or buy):
         allow, deny, prices = _resolve_gpu_names(allow, deny, prices, label)
+        buy = _canon_prices(buy, "money.purchase_usd_per_gpu", label)
     overlap = sorted(set(allow) & set(deny))
     if overlap:
         raise WorkloadRuleError("gpus.deny", f"{', '.join(overlap)} is both allowed and denied", "keep it in one list")
@@ -86,7 +88,8 @@ def build_workload(
         targets=resolve_targets(wf),
         limits=resolve_limits(wf),
         power=PowerBudget(wf.power.w_per_node, wf.power.psu_w, wf.power.cooling),
-        money=Money(m.purchase_budget_usd, prices, m.electricity_usd_per_kwh, m.pue, m.lifetime_years, m.utilization),
+        money=Money(m.purchase_budget_usd, prices, m.electricity_usd_per_kwh, m.pue, m.lifetime_years, m.utilization,
+                    price_basis=m.price_basis, purchase_usd_per_gpu=buy),
         optimizer=_optimizer(wf),
         description=wf.description,
         role_weights=_role_weights(wf.role_weights),
@@ -129,8 +132,27 @@ def _resolve_gpu_names(
     return (
         [canon(n, "gpus.allow") for n in allow],
         [canon(n, "gpus.deny") for n in deny],
-        {canon(k, f"money.usd_per_gpu_hour.{k}"): v for k, v in prices.items()},
+        _canon_prices(prices, "money.usd_per_gpu_hour", label),
     )
+
+
+def _canon_prices(prices: dict[str, float], where: str, label: str) -> dict[str, float]:
+    """Price overrides keyed by canonical GPU name; two keys naming the same GPU are an error (which one wins?)."""
+    from gpumatch.catalog import load_catalog
+
+    catalog = load_catalog()
+    out: dict[str, float] = {}
+    written: dict[str, str] = {}
+    for key, value in prices.items():
+        try:
+            name = catalog.get(key).name
+        except GpumatchError as e:
+            raise DataFileError(f"{label}: field '{where}.{key}': {e.message}", e.hint) from e
+        if name in out:
+            raise DataFileError(f"{label}: field '{where}': {written[name]!r} and {key!r} both name {name}",
+                                "keep one price per GPU")
+        out[name], written[name] = value, key
+    return out
 
 
 def _role_weights(raw: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:

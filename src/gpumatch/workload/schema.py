@@ -7,7 +7,7 @@ tokens). See ``README.md`` ("Workload files") for an annotated example.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -104,10 +104,30 @@ class PowerSection(_Strict):
     cooling: Cooling = "air"
 
 
+PriceBasis = Literal["on-demand", "reserved", "spot", "purchase"]
+#: The most any price field may say (only a typo exceeds them): a GPU-hour, a card, a whole purchase.
+MAX_USD_PER_GPU_HOUR = 10_000.0
+MAX_USD_PER_GPU = 10_000_000.0
+MAX_BUDGET_USD = 1e12
+GpuHourPrice = Annotated[UsdPerHour, Field(gt=0, le=MAX_USD_PER_GPU_HOUR)]
+CardPrice = Annotated[Usd, Field(gt=0, le=MAX_USD_PER_GPU)]
+
+
 class MoneySection(_Strict):
-    purchase_budget_usd: Usd | None = Field(default=None, gt=0)
-    usd_per_gpu_hour: dict[str, UsdPerHour] = Field(default_factory=dict, max_length=500)
-    electricity_usd_per_kwh: UsdPerKwh = Field(default=0.12, ge=0, le=100)
+    """Money: the price basis every candidate is priced on, the budget, your own prices, the site's costs.
+
+    ``price_basis``: which quotes price the cards (on-demand, reserved, spot, purchase; README "Price basis").
+    ``purchase_budget_usd``: the most all GPUs of a candidate may cost to buy; it is checked against purchase
+    prices whatever the basis. ``usd_per_gpu_hour`` / ``purchase_usd_per_gpu``: your own prices by GPU name,
+    replacing the catalog's figure on an hourly basis / for the purchase price. Every price, electricity price
+    and budget must be a finite number above 0.
+    """
+
+    price_basis: PriceBasis = "on-demand"
+    purchase_budget_usd: Usd | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    usd_per_gpu_hour: dict[str, GpuHourPrice] = Field(default_factory=dict, max_length=500)
+    purchase_usd_per_gpu: dict[str, CardPrice] = Field(default_factory=dict, max_length=500)
+    electricity_usd_per_kwh: UsdPerKwh = Field(default=0.12, gt=0, le=100)
     pue: float = Field(default=1.3, ge=1.0, le=5.0)
     lifetime_years: float = Field(default=4.0, gt=0, le=30)
     utilization: float = Field(default=0.6, gt=0, le=1.0)

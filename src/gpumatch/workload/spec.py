@@ -97,12 +97,16 @@ class PowerBudget:
 
 @dataclass(frozen=True)
 class Money:
+    """Money fields of a workload (USD, SI); see :class:`gpumatch.workload.schema.MoneySection`."""
+
     purchase_budget_usd: float | None
     usd_per_gpu_hour: dict[str, float]  # canonical GPU name -> $/GPU-hour (overrides catalog quotes)
     electricity_usd_per_kwh: float
     pue: float
     lifetime_years: float
     utilization: float
+    price_basis: str = "on-demand"
+    purchase_usd_per_gpu: dict[str, float] = field(default_factory=dict)  # canonical GPU name -> $ per card
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ provider = "ExampleCloud"
 
 def prices(
     gpu: str = "rtx4090",
-    kind: str = "cloud_on_demand",
+    kind: str = "on-demand",
     amount: str = "usd_per_gpu_hour = 0.42",
     date: str = "2030-01-01",
     source: str = "quote",
@@ -181,7 +181,24 @@ def test_price_overlay_appends_a_quote(price_dir: Path) -> None:
     assert added.provider == "ExampleCloud"
     assert added.source_url == "https://example.com/prices"
     assert added.date == dt.date(2030, 1, 1)
-    assert card.latest_price("cloud") == added
+    assert card.latest_price("on-demand") == added
+
+
+@pytest.mark.parametrize(("old", "new"), [("cloud_on_demand", "on-demand"), ("launch_list", "list"),
+                                          ("street", "street")])
+def test_price_overlay_reads_the_old_kind_spellings(price_dir: Path, old: str, new: str) -> None:
+    amount = "usd_per_gpu_hour = 0.42" if new == "on-demand" else "usd = 1500"
+    (price_dir / "old.toml").write_text(prices(kind=old, amount=amount), encoding="utf-8")
+    assert load_catalog().get("rtx4090").prices[-1].kind == new
+
+
+def test_old_cloud_reserved_spelling_needs_a_term(price_dir: Path) -> None:
+    (price_dir / "old.toml").write_text(prices(kind="cloud_reserved"), encoding="utf-8")
+    with pytest.raises(DataFileError, match="term_months"):
+        load_catalog()
+    (price_dir / "old.toml").write_text(prices(kind="cloud_reserved") + "term_months = 12\n", encoding="utf-8")
+    added = load_catalog().get("rtx4090").prices[-1]
+    assert (added.kind, added.term_months) == ("reserved", 12)
 
 
 def test_price_overlay_can_price_an_overlay_sku(gpu_dir: Path, price_dir: Path) -> None:
@@ -303,10 +320,13 @@ BAD_PRICES = [
     ("ambiguous-gpu", prices(gpu="h100"), ["quotes[0].gpu", "ambiguous"]),
     ("unresolved-source", prices(source="elsewhere"), ["quotes[0].source", "'elsewhere'"]),
     ("cloud-without-hourly", prices(amount="usd = 100"), ["field 'quotes.0'", "usd_per_gpu_hour"]),
-    ("purchase-without-usd", prices(kind="launch_list"), ["field 'quotes.0'", "usd (per card)"]),
+    ("purchase-without-usd", prices(kind="list"), ["field 'quotes.0'", "usd (per card)"]),
+    ("hourly-with-usd", prices(amount="usd_per_gpu_hour = 1.0\nusd = 9000"), ["field 'quotes.0'", "not usd"]),
+    ("term-on-spot", prices(kind="spot") + "term_months = 12\n", ["field 'quotes.0'", "term_months"]),
+    ("absurd-hourly", prices(amount="usd_per_gpu_hour = 1e9"), ["field 'quotes.0.usd_per_gpu_hour'"]),
     ("negative-price", prices(amount="usd_per_gpu_hour = -1.0"), ["field 'quotes.0.usd_per_gpu_hour'"]),
     ("infinite-price", prices(amount="usd_per_gpu_hour = inf"), ["quotes.0.usd_per_gpu_hour", "finite"]),
-    ("bad-kind", prices(kind="black_market"), ["field 'quotes.0.kind'"]),
+    ("bad-kind", prices(kind="black_market"), ["field 'quotes.0.kind'", "'on-demand'", "'street'"]),
     ("bad-date", prices(date='"yesterday"'), ["field 'quotes.0.date'"]),
     ("unknown-field", prices() + "discount = 0.5\n", ["field 'quotes.0.discount'"]),
     ("no-sources", prices().split("[[quotes]]")[1].join(["[[quotes]]", ""]), ["field 'sources'", "required"]),

@@ -13,7 +13,8 @@ from gpumatch.models import get_model
 from gpumatch.plan import explain
 from gpumatch.plan.candidates import enumerate_candidates, gpu_counts, layouts, mitigations
 from gpumatch.plan.inputs import with_options
-from gpumatch.plan.metrics import memory, performance, plan_prices
+from gpumatch.plan.metrics import memory, performance
+from gpumatch.plan.pricing import plan_prices
 from gpumatch.plan.roles import relative, score
 
 
@@ -149,3 +150,16 @@ def test_fp8_training_flag_is_vendor_neutral() -> None:
     assert any(e["gpu"].startswith("Instinct") for es in p.shortlist.values() for e in es)
     flags = [f for es in p.shortlist.values() for e in es for f in e["flags"] if "fp8 training" in f]
     assert flags and not any("Transformer Engine" in f for f in flags)
+
+
+def test_unpriced_cost_term_is_the_median_of_the_priced_ones() -> None:
+    from gpumatch.plan.roles import impute_cost
+
+    terms = {"cost": np.array([1.0, 0.4, 0.0, 0.7]), "energy": np.array([0.5, 0.5, 0.9, 0.5])}
+    priced = np.array([True, True, False, True])
+    out = impute_cost(terms, priced)
+    assert out["cost"][2] == 0.7 and list(out["cost"][[0, 1, 3]]) == [1.0, 0.4, 0.7]
+    assert out["energy"] is terms["energy"]
+    assert impute_cost(terms, np.zeros(4, dtype=bool)) is terms  # none priced: score() drops the weight instead
+    w = {"cost": 1.0, "energy": 1.0}
+    assert score(w, terms, np.zeros(4, dtype=bool))[2] == 100.0 * 0.9
