@@ -17,7 +17,7 @@ from gpumatch.cli.app import app
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "gpumatch"
 PROSE = {"exits", "store"}
-"""Words after "gpumatch" in the source's prose, not commands ("gpumatch exits 130", "gpumatch store is append-only")."""
+"""Words after "gpumatch" in prose, not commands ("gpumatch exits 130", "gpumatch store is append-only")."""
 MENTION = re.compile(r"(?:[`'\"]|Examples?:\s*|\b(?:run|use|try|with)\s+)gpumatch ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?")
 
 
