@@ -251,10 +251,10 @@ def flags(req: PlanRequest, facts: GpuFacts, cs: CandidateSet, i: int, est: dict
     if g.vendor != "nvidia":
         stack = "ROCm" if g.vendor == "amd" else f"the {g.vendor} software stack"
         out.append(f"{stack}: confirm the framework, kernels and parallelism library you use run on it")
+    if req.budget_usd and np.isnan(facts.purchase_usd[gi]):
+        out.append(f"price unknown: check the budget yourself (no purchase price for {g.name}; {n} card{'s' * (n > 1)} "
+                   f"not checked against the ${req.budget_usd:,.0f} budget; give money.purchase_usd_per_gpu)")
     if facts.consumer[gi] and min(n, req.gpus_per_node) >= 4:
         out.append(f"{min(n, req.gpus_per_node)} open-air {g.form_factor}s in one chassis need risers or blower "
                    "editions")
     return out
-    if req.budget_usd and np.isnan(facts.purchase_usd[gi]):
-        out.append(f"price unknown: check the budget yourself (no purchase price for {g.name}; {n} card{'s' * (n > 1)} "
-                   f"not checked against the ${req.budget_usd:,.0f} budget; give money.purchase_usd_per_gpu)")
