@@ -82,7 +82,7 @@ def _cleanup(proc: subprocess.Popen[str], pids: list[int]) -> None:
         proc.wait()
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
 def test_a_stop_signal_reaches_the_command_and_the_run_is_closed_interrupted(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
