@@ -11,7 +11,7 @@ import typer
 
 from gpumatch.cli.common import Format, FormatOption, emit
 from gpumatch.errors import GpumatchError
-from gpumatch.report.render import to_csv, to_json, to_table
+from gpumatch.report.render import to_csv, to_json, to_table, wrap_block
 
 HELP = (
     'Sample GPU telemetry while a command runs (or until Ctrl-C); print a summary and a verdict per GPU.\n\n'
@@ -361,7 +361,7 @@ def _render(result: Any, fmt: Format) -> None:
     lines.append(f"{len(result.trace.samples)} samples over {result.trace.duration_s:.1f} s; {st_text}")
     if result.exit_code is not None:
         lines.append(f"command exit code: {result.exit_code}")
-    emit("\n".join(lines))
+    emit(wrap_block("\n".join(lines)))  # prose lines fit the width
 
 
 def _f(v: float | None) -> str:

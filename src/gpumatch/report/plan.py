@@ -6,7 +6,7 @@ selects and formats. The table view fits the output width (:func:`gpumatch.repor
 * summary (default): a header (workload, targets and limits, candidates, basis, price basis), per role a ranked
   table (rank, GPU × count, layout, mitigations, the key figures, score) with a one-line why under each pick and
   the best candidate as requested when every pick changes the numerics, then the failed configurations as one
-  line per reason (configurations, the closest to passing);
+  line per reason (configurations, the closest to passing); notes cut to two lines;
 * ``verbose``: the same tables, then per pick the full why, cost, flip and the experiment plan, the best as
   requested with its why and cost, and per reason the table of each GPU model's closest-to-passing example.
 
@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from gpumatch.report import human
-from gpumatch.report.render import Column, output_width, to_table, wrap_block
+from gpumatch.report.render import Column, cut, output_width, to_table, wrap_block
 
 TRAINING = ("train", "finetune", "lora", "qlora")
 EXAMPLES_PER_REASON = 6
@@ -379,6 +379,14 @@ def _failed_block(d: dict[str, Any], width: int, verbose: bool) -> list[str]:
 MORE = "More: --verbose (cost, flip, verify plan, examples); --format json|csv"
 
 
+def _two_lines(text: str, width: int) -> str:
+    """A note in the summary: at most two lines, the rest cut with an ellipsis (--verbose has it whole)."""
+    lines = wrap_block(text, width).split("\n")
+    if len(lines) <= 2:
+        return "\n".join(lines)
+    return lines[0] + "\n" + cut(lines[1] + " " + " ".join(x.strip() for x in lines[2:]), width)
+
+
 def plan_text(d: dict[str, Any], verbose: bool = False, width: int | None = None) -> str:
     """The readable view of ``Plan.to_dict()`` (module docstring): summary, or everything with ``verbose``."""
     width = output_width() if width is None else width
@@ -388,7 +396,8 @@ def plan_text(d: dict[str, Any], verbose: bool = False, width: int | None = None
     blocks.extend(_failed_block(d, width, verbose))
     empty = tuple(f"no feasible candidate for the {d['roles'][r]} role" for r, es in d["shortlist"].items()
                   if not es)
-    notes = [wrap_block(f"note: {n}", width) for n in d["notes"] if verbose or not n.startswith(empty or ("\0",))]
+    notes = [wrap_block(f"note: {n}", width) if verbose else _two_lines(f"note: {n}", width)
+             for n in d["notes"] if verbose or not n.startswith(empty or ("\0",))]
     if not verbose:
         notes.append(wrap_block(MORE, width))
     blocks.append("\n".join(notes))
