@@ -42,12 +42,11 @@ def _table_view(d: dict[str, Any]) -> dict[str, Any]:
     }
     for k in ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead", "total", "capacity"):
         view[f"memory.{k}"] = _gib(mem[f"{k}_bytes"])
-    for k in ("prefill_s", "tpot_s", "decode_tokens_per_s", "e2e_s", "step_s", "tokens_per_s", "mfu", "bound",
-              "power_w", "energy_j_per_token", "usd_per_million_tokens", "scaling_efficiency", "effective_gpus",
-              "run_hours", "energy_kwh_per_run", "usd_per_run"):
-        if k in d and d[k] is not None:
-            v = d[k]
-            view[k] = f"{v:.4g}" if isinstance(v, float) else v
+    if mem.get("peak_rule"):
+        view["memory.peak_rule"] = mem["peak_rule"]
+    if not d["fits"]:
+        view["speed and cost"] = "does not fit: no speed, power or cost (it would not run; see the warning)"
+    view.update(_run_rows(d))
     if d.get("price"):
         p = d["price"]
         view["price"] = (p.get("choice") or {}).get("text") or (
@@ -59,6 +58,89 @@ def _table_view(d: dict[str, Any]) -> dict[str, Any]:
     for i, w in enumerate(d["warnings"]):
         view[f"warning {i + 1}"] = w
     return view
+
+
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}"
+
+
+def _throughput_rows(d: dict[str, Any]) -> dict[str, str]:
+    """Each throughput with what it counts (generated or trained tokens; all replicas or one; prefill or not)."""
+    dp = d["layout"]["dp"]
+    if d["task"] in ("train", "finetune", "lora", "qlora"):
+        ranks = f"all {dp} DP ranks" if dp > 1 else "one GPU" if d["count"] == 1 else "the whole model-parallel group"
+        return {"tokens_per_s": f"{_num(d['tokens_per_s'])} trained tokens/s ({ranks})"}
+    where = f"all {dp} replicas" if dp > 1 else "one replica"
+    rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, prefill time included)"}
+    if dp > 1:
+        rows["tokens_per_s_per_replica"] = f"{_num(d['tokens_per_s_per_replica'])} generated tokens/s per replica"
+    rows["decode_tokens_per_s"] = f"{_num(d['decode_tokens_per_s'])} generated tokens/s in decode steps alone " \
+                                  f"({where}, no prefill)"
+    rows["prefill_tokens_per_s"] = f"{_num(d['prefill_tokens_per_s'])} prompt tokens/s during prefill ({where})"
+    return rows
+
+
+def _run_rows(d: dict[str, Any]) -> dict[str, Any]:
+    """Times, throughputs, power and cost: only for a configuration that fits (one that does not would not run)."""
+    if not d["fits"]:
+        return {}
+    view: dict[str, Any] = {}
+    if d.get("ttft_s") is not None:
+        view["ttft_s"] = f"{d['ttft_s']:.4g} (one prompt alone, no queueing)"
+        view["prefill_s"] = f"{d['prefill_s']:.4g} (a replica's whole batch of {d['layout']['batch']})"
+    for k in ("tpot_s", "e2e_s", "step_s"):
+        if d.get(k) is not None:
+            view[k] = f"{d[k]:.4g}"
+    if d.get("tokens_per_s") is not None:
+        view.update(_throughput_rows(d))
+    for k in ("mfu", "bound", "power_w", "energy_j_per_token", "usd_per_million_tokens", "scaling_efficiency",
+              "effective_gpus", "run_hours", "energy_kwh_per_run", "usd_per_run"):
+        if k in d and d[k] is not None:
+            v = d[k]
+            view[k] = f"{v:.4g}" if isinstance(v, float) else v
+    return view
+
+
+def _one_model(models: list[str] | None) -> str:
+    """The one --model (or "" for none): repeating it is an error, not "the last one wins"."""
+    from gpumatch.errors import InputError
+
+    models = models or []
+    if len(models) > 1:
+        raise InputError(f"--model given {len(models)} times ({', '.join(models)}): estimate takes one model",
+                         "run one estimate per model; repeat --gpu to compare GPUs")
+    return models[0] if models else ""
+
+
+def _distinct_gpus(names: list[str]) -> list[str]:
+    """The GPUs as canonical names, in order; the same card named twice is an error."""
+    from gpumatch.catalog import load_catalog
+    from gpumatch.errors import InputError
+
+    catalog = load_catalog()
+    out: list[str] = []
+    for n in names:
+        name = catalog.get(n).name
+        if name in out:
+            raise InputError(f"--gpu {n!r} names {name} a second time", "give each GPU once")
+        out.append(name)
+    return out
+
+
+def _compare(model: Any, gpus: list[str], count: int | None, options: dict[str, Any], fmt: Format) -> None:
+    """The same configuration on each GPU: JSON a list of estimates, table/CSV one row per GPU."""
+    from gpumatch.cli.common import emit
+    from gpumatch.estimate import estimate
+    from gpumatch.report.estimate_compare import comparison_csv_rows, comparison_text
+    from gpumatch.report.render import to_csv, to_json
+
+    results = [estimate(model, g, count=count, **options).to_dict() for g in gpus]
+    if fmt is Format.json:
+        emit(to_json(results))
+    elif fmt is Format.csv:
+        emit(to_csv(comparison_csv_rows(results)))
+    else:
+        emit(comparison_text(results))
 
 
 def _workload_options(path: str) -> tuple[Any, dict[str, Any]]:
@@ -87,9 +169,14 @@ def _override(file_options: dict[str, Any], given: dict[str, Any]) -> dict[str, 
     return out
 
 
+ModelOption = typer.Option(None, "--model", "-m", help="Model preset (gpumatch models list) or ModelArch name (once).")
+GpuOption = typer.Option(..., "--gpu", "-g", help="GPU name or alias (gpumatch gpus list); repeat it to compare GPUs "
+                         "side by side.")
+
+
 def estimate_cmd(
-    model: str = typer.Option("", "--model", "-m", help="Model preset (gpumatch models list) or ModelArch name."),
-    gpu: str = typer.Option(..., "--gpu", "-g", help="GPU name or alias (gpumatch gpus list)."),
+    model: list[str] = ModelOption,
+    gpu: list[str] = GpuOption,
     count: int = typer.Option(None, "--count", "-n", help="GPUs in total (= tp × pp × dp)."),
     task: str = typer.Option(None, "--task", help="infer | serve | train | finetune | lora | qlora."),
     batch: int = typer.Option(None, "--batch", "-b", help="Micro-batch per DP rank, or concurrent sequences."),
@@ -122,7 +209,12 @@ def estimate_cmd(
     from gpumatch.errors import InputError
     from gpumatch.estimate import estimate, memory_curve
 
-    model_arg: Any = model
+    model_name = _one_model(model)
+    model_arg: Any = model_name
+    gpus = _distinct_gpus(gpu)
+    if len(gpus) > 1 and curve:
+        raise InputError("--curve draws one GPU's memory curve, but --gpu was given "
+                         f"{len(gpus)} times", "drop --curve to compare, or give one --gpu")
     options: dict[str, Any] = {}
     flags = {"task": task, "batch": batch, "seq": seq, "prompt": prompt, "gen": gen, "precision": precision,
              "kv_precision": kv_precision, "optimizer": optimizer, "master_weights": master_weights,
@@ -132,9 +224,9 @@ def estimate_cmd(
     if workload:
         model_arg, options = _workload_options(workload)
         options = _override(options, given)
-        if model:
-            model_arg = model
-    elif not model:
+        if model_name:
+            model_arg = model_name
+    elif not model_name:
         raise InputError("--model is required (or --workload FILE)", "see 'gpumatch estimate --help'")
     options.update(given)
     if run_tokens is not None:
@@ -151,11 +243,15 @@ def estimate_cmd(
         from gpumatch.estimate.calibration import load_calibration_file
 
         options["calibration"] = load_calibration_file(calibration)
-    result = estimate(model_arg, gpu, count=count, **options)
+    if len(gpus) > 1:
+        _compare(model_arg, gpus, count, options, fmt)
+        return
+    gpu_name = gpus[0]
+    result = estimate(model_arg, gpu_name, count=count, **options)
     d = result.to_dict()
     options.pop("run_tokens", None)
     options.pop("calibration", None)
-    rows = memory_curve(model_arg, gpu, count=count, **options) if curve else []
+    rows = memory_curve(model_arg, gpu_name, count=count, **options) if curve else []
     if curve:
         d["memory_curve"] = rows
     if fmt is Format.json or not curve:

@@ -16,6 +16,7 @@ import numpy as np
 from gpumatch.catalog import GpuSpec, get_gpu
 from gpumatch.catalog.prices import HOURLY_BASES, select_price, unpriced_mark
 from gpumatch.errors import InputError
+from gpumatch.estimate import fitting
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
@@ -191,10 +192,14 @@ def estimate(
         check_bound("--run-tokens", run_tokens, MAX_RUN_TOKENS)
         metrics.update({k: float(v) for k, v in run_metrics(run_tokens, metrics).items()})
     mem = MemoryEstimate({k: metrics[k] for k in _MEMORY_ITEMS})
+    hint = ""
     if not mem.fits:
         over = -mem.margin_bytes / 2**30
+        hint = _fit_hint(arch, spec, req, cal, site or DEFAULT_SITE, metrics)
+        tail = f"; {hint}" if hint else (
+            "; none of the changes tried fits (see 'gpumatch plan' for more GPUs or other cards)")
         warnings += (f"does not fit: needs {over:.1f} GiB more than the {mem.items['capacity_bytes'] / 2**30:.1f} "
-                     f"GiB of {spec.name}",)
+                     f"GiB of {spec.name}{tail}",)
     return Estimate(
         task=req.task,
         model=arch.name,
@@ -204,7 +209,9 @@ def estimate(
                 "batch": req.batch, "seq": int(case.seq) if req.task in TRAIN_TASKS else None,
                 "prompt": None if req.task in TRAIN_TASKS else int(case.prompt),
                 "gen": None if req.task in TRAIN_TASKS else int(case.gen),
-                "recompute": req.recompute, "flash": req.flash},
+                "recompute": req.recompute, "flash": req.flash,
+                "in_flight": None if req.task in TRAIN_TASKS else int(min(req.in_flight or math.inf,
+                                                                         req.batch * req.dp))},
         precision={"weights": req.precision if req.task != "qlora" else "nf4", "weight_bytes": case.weight_bytes,
                    "kv_bytes": case.kv_bytes, "activation_bytes": case.act_bytes,
                    "optimizer": req.optimizer if req.task in TRAIN_TASKS else None,
@@ -217,7 +224,18 @@ def estimate(
         price=price,
         warnings=warnings,
         uncertainty_basis=why,
+        fit_hint=hint,
     )
+
+
+def _fit_hint(arch: ModelArch, spec: GpuSpec, req: Request, cal: Calibration, site: Site,
+              given: dict[str, float]) -> str:
+    """The first change that fits (:mod:`gpumatch.estimate.fitting`) with its cost, or "" when none does."""
+    fix = fitting.first_fit(arch, spec, req, cal, site)
+    if fix is None:
+        return ""
+    usd = _price(spec, dict(fix.metrics), req.price_basis)[2]
+    return fitting.describe(fix, req, given, None if math.isnan(usd) else usd)
 
 
 def run_metrics(run_tokens: Num, out: dict[str, Num], usd_per_hour_key: str = "usd_per_hour") -> dict[str, Num]:
@@ -239,7 +257,7 @@ def run_metrics(run_tokens: Num, out: dict[str, Num], usd_per_hour_key: str = "u
 _MEMORY_ITEMS = (
     "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes", "overhead_bytes",
     "total_bytes", "capacity_bytes", "logits_bytes", "cuda_context_bytes", "comm_buffer_bytes",
-    "fragmentation_bytes", "gather_buffer_bytes", "offloaded_bytes",
+    "fragmentation_bytes", "gather_buffer_bytes", "offloaded_bytes", "not_at_peak_bytes",
 )
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from gpumatch.errors import InputError
 from gpumatch.estimate import cost, flops, memory, power, roofline, training
-from gpumatch.estimate._num import Num, is_array, vmax, vmin, where
+from gpumatch.estimate._num import Num, is_array, is_one, vmax, vmin, where
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.inputs import Case, ModelNums
 from gpumatch.estimate.power import DEFAULT_SITE, Site
@@ -36,13 +36,34 @@ def bound_index(t: dict[str, Num]) -> Num:
     return best
 
 
+def replica_case(c: Case) -> Case:
+    """One inference replica of ``c``: the same TP × PP group with ``dp = 1``.
+
+    Inference replicas (``dp``) do not communicate: each serves its own ``batch`` sequences on its own
+    ``tp × pp`` GPUs, so its memory, times and power are those of ``dp = 1`` (no data-parallel communicator,
+    pipeline stages on adjacent GPUs); throughput, power draw and cost add up over the replicas.
+    """
+    return c if is_one(c.dp) else replace(c, dp=1.0)
+
+
+def in_flight_sequences(c: Case) -> Num:
+    """Sequences in flight over all replicas: ``batch × dp``, or fewer when ``c.in_flight`` says the requests do
+    not fill every replica (``ceil(requests / replicas)`` per replica leaves the last ones part-empty)."""
+    return vmin(c.in_flight, c.batch * c.dp)
+
+
 def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     """Itemized bytes per GPU (see memory.py), the peak total, the capacity and the margin.
 
-    ``total_bytes`` is the peak: in single-GPU PyTorch training without accumulation the gradients and the
-    activations do not peak together (``memory.peak_dynamic_bytes``), so it can be less than the items' sum.
+    ``total_bytes`` is the peak, which can be less than the sum of the items: in single-GPU PyTorch training
+    without gradient accumulation the gradients and the activations do not peak together
+    (``memory.peak_dynamic_bytes``: the peak holds the larger of the two). ``not_at_peak_bytes`` is that
+    difference (items' sum − total; 0 elsewhere). Inference activations (logits included) are one layer's
+    transient buffers, counted once. Inference is per replica (:func:`replica_case`).
     """
     training_ = task in TRAIN_TASKS
+    if not training_:
+        c = replica_case(c)
     w, g, o = memory.model_state_bytes(m, c, training_)
     if training_:
         acts, logits = memory.training_activation_bytes(m, c, cal)
@@ -70,6 +91,7 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration) -> dict[str
         "fragmentation_bytes": frag,
         "gather_buffer_bytes": gather,
         "offloaded_bytes": memory.offloaded_bytes(m, c) if training_ else 0.0,
+        "not_at_peak_bytes": (g + acts + logits - peak_dynamic) if training_ else 0.0,
         "total_bytes": total,
         "capacity_bytes": c.capacity_bytes,
         "margin_bytes": c.capacity_bytes - total,
@@ -83,7 +105,16 @@ def evaluate(
     cal: Calibration = DEFAULT_CALIBRATION,
     site: Site = DEFAULT_SITE,
 ) -> dict[str, Num]:
-    """Memory, time, power and cost of ``c`` (floats or arrays). Keys: see module and docs/estimators.md."""
+    """Memory, time, power and cost of ``c`` (floats or arrays). Keys: see module and docs/estimators.md.
+
+    Throughput, over all GPUs of the configuration: training ``tokens_per_s`` = tokens trained per second (every
+    DP rank's ``batch × seq × micro_batches`` per step). Inference ``tokens_per_s`` (= ``output_tokens_per_s``)
+    = generated tokens per second over all replicas, each request's prefill time included (``gen`` tokens per
+    ``prefill + gen × TPOT``); ``decode_tokens_per_s`` = generated tokens per second of the decode steps alone
+    (no prefill); ``prefill_tokens_per_s`` = prompt tokens per second during the prefill;
+    ``tokens_per_s_per_replica`` = ``tokens_per_s / dp``. ``ttft_s`` = one request's prefill on an idle replica
+    (no queueing); ``prefill_s`` = the prefill of a replica's whole batch (requests arriving together).
+    """
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}", f"use one of {', '.join(TASKS)}")
     out = memory_items(task, m, c, cal)
@@ -102,17 +133,20 @@ def evaluate(
         useful_tokens = c.batch * c.seq * c.micro_batches * c.dp
         useful_s = step
     else:
-        t_pre = roofline.prefill(m, c, cal)
-        t = roofline.decode_step(m, c, flops.decode_context(c.prompt, c.gen), cal)
+        r = replica_case(c)
+        t_pre = roofline.prefill(m, r, cal)
+        t = roofline.decode_step(m, r, flops.decode_context(c.prompt, c.gen), cal)
         tpot = t["time_s"]
         e2e = t_pre["time_s"] + c.gen * tpot
-        gpu_w = power.gpu_power_w(c, t, cal)
-        pre_w = power.gpu_power_w(c, t_pre, cal)
-        seqs = c.batch * c.dp  # data-parallel replicas each serve ``batch`` sequences
-        ttft = roofline.prefill(m, c, cal, batch=1.0)["time_s"]  # one request alone, no queueing
+        gpu_w = power.gpu_power_w(r, t, cal)
+        pre_w = power.gpu_power_w(r, t_pre, cal)
+        seqs = in_flight_sequences(c)
+        ttft = roofline.prefill(m, r, cal, batch=1.0)["time_s"]  # one request alone, no queueing
+        generated = seqs * c.gen / e2e
         out.update(prefill_s=t_pre["time_s"], ttft_s=ttft, tpot_s=tpot, decode_tokens_per_s=seqs / tpot,
                    prefill_tokens_per_s=seqs * c.prompt / t_pre["time_s"], e2e_s=e2e,
-                   output_tokens_per_s=seqs * c.gen / e2e, prefill_bound_index=bound_index(t_pre),
+                   output_tokens_per_s=generated, tokens_per_s=generated,
+                   tokens_per_s_per_replica=generated / c.dp, prefill_bound_index=bound_index(t_pre),
                    compute_s=t["compute_s"], memory_s=t["memory_s"], comm_s=t["comm_s"], host_s=t["host_s"])
         energy_j = (pre_w * t_pre["time_s"] + gpu_w * c.gen * tpot) * count
         useful_tokens = seqs * c.gen
@@ -143,13 +177,20 @@ def single_gpu_baseline(c: Case) -> Case:
 
 def scaling(task: str, m: ModelNums, c: Case, out: dict[str, Num], cal: Calibration) -> dict[str, Num]:
     """Scaling efficiency ``X_n / (n · X_1)`` (X = useful tokens/s; the 1-GPU run may not fit) and
-    ``effective_gpus`` = efficiency × n: "n GPUs deliver the throughput of k"."""
-    base = evaluate(task, m, single_gpu_baseline(c), cal)
+    ``effective_gpus`` = efficiency × n: "n GPUs deliver the throughput of k".
+
+    ``X_1`` runs the same per-GPU work on one GPU: a DP rank's micro-batches (training) or one full replica's
+    sequences (inference). The efficiency is capped at 1: the one-GPU baseline runs the whole optimizer update,
+    while ZeRO-1..3 shards it over the DP ranks, so a 64-GPU ZeRO-3 step can be cheaper per GPU than the baseline
+    (70B on MI325X: 0.53 s of Adam on one GPU, 0.008 s per rank on 64; step 17.05 s vs 16.52 s, "103 %"). That
+    is less work per GPU, not better than linear scaling, so it reads 100 %.
+    """
+    base = evaluate(task, m, replace(single_gpu_baseline(c), in_flight=float("inf")), cal)
     if task in TRAIN_TASKS:
         per_gpu_batch = c.batch  # a DP rank's micro-batch: the single GPU runs the same micro-batches
         x1 = per_gpu_batch * c.seq * c.micro_batches / base["step_s"]
     else:
         x1 = base["useful_tokens_per_s"]
     n = out["count"]
-    eff = out["useful_tokens_per_s"] / (n * x1)
+    eff = vmin(out["useful_tokens_per_s"] / (n * x1), 1.0)
     return {"scaling_efficiency": eff, "effective_gpus": eff * n}

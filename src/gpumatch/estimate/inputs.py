@@ -125,7 +125,8 @@ class Case:
     ``fused`` 1 when norms, RoPE and the MLP activation run as fused kernels (serving engines);
     ``low_precision_gemm`` 1 when the GEMMs run on an 8-bit or 4-bit tensor path (fp8, int8, fp4);
     ``offload`` 1 when the optimizer state lives and is updated in host memory (ZeRO-Offload);
-    ``prefill_chunk`` tokens per prefill forward for the memory peak (0 = the whole batch at once).
+    ``prefill_chunk`` tokens per prefill forward for the memory peak (0 = the whole batch at once);
+    ``in_flight`` sequences in flight over all inference replicas when fewer than ``batch × dp`` (inf = full).
     Precisions in bytes per element: ``weight_bytes``, ``act_bytes``, ``kv_bytes``, ``grad_bytes``,
     ``opt_bytes`` (optimizer state per trainable parameter, master copy included). Flags (0/1):
     ``rc_full``, ``rc_selective``, ``flash``, ``seq_parallel``, ``full_train`` (1 full, 0 adapters only);
@@ -160,6 +161,7 @@ class Case:
     low_precision_gemm: Num = 0.0
     offload: Num = 0.0
     prefill_chunk: Num = 8192.0
+    in_flight: Num = float("inf")
     weight_bytes: Num = 2.0
     act_bytes: Num = 2.0
     kv_bytes: Num = 2.0

@@ -23,12 +23,20 @@ MEMORY_DETAIL_KEYS = (
     "fragmentation_bytes",
     "gather_buffer_bytes",
     "offloaded_bytes",
+    "not_at_peak_bytes",
 )
 INFER_KEYS = (
-    "prefill_s", "ttft_s", "tpot_s", "decode_tokens_per_s", "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s"
+    "prefill_s", "ttft_s", "tpot_s", "tokens_per_s", "tokens_per_s_per_replica", "decode_tokens_per_s",
+    "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s",
 )
 TRAIN_KEYS = ("step_s", "tokens_per_s", "mfu", "bubble_s", "optimizer_s")
 BREAKDOWN_KEYS = ("compute_s", "memory_s", "comm_s", "host_s")
+RUN_KEYS = ("power_w", "power_idle_w", "power_peak_w", "facility_power_w", "energy_j_per_token",
+            "energy_j_per_token_facility", "usd_per_million_tokens", "usd_per_hour", "scaling_efficiency",
+            "effective_gpus", "run_tokens", "run_hours", "energy_kwh_per_run", "gpu_energy_kwh_per_run", "usd_per_run")
+"""Figures of a configuration that runs: null in the JSON of one that does not fit (it would not run at all)."""
+NOT_RUN_KEEP = ("power_idle_w", "power_peak_w", "run_tokens")
+"""Of :data:`RUN_KEYS`, those that describe the card or the request, not a run: kept when it does not fit."""
 
 
 def _clean(v: float) -> float | None:
@@ -55,9 +63,21 @@ class MemoryEstimate:
     def margin_bytes(self) -> float:
         return self.items["capacity_bytes"] - self.items["total_bytes"]
 
+    @property
+    def peak_rule(self) -> str:
+        """Why the items add up to more than the total (empty when they add up): the peak rule of
+        :func:`gpumatch.estimate.engine.memory_items`."""
+        extra = self.items.get("not_at_peak_bytes", 0.0)
+        if extra <= 0.0:
+            return ""
+        return (f"total = items - {extra / 2**30:.2f} GiB: gradients and activations do not peak together (one GPU, "
+                "no gradient accumulation: backward frees activations as it creates gradients, so the peak holds "
+                "the larger of the two)")
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {k: self.items[k] for k in MEMORY_KEYS}
-        d["detail"] = {k: self.items[k] for k in MEMORY_DETAIL_KEYS}
+        d["detail"] = {k: self.items.get(k, 0.0) for k in MEMORY_DETAIL_KEYS}
+        d["peak_rule"] = self.peak_rule or None
         return d
 
 
@@ -97,6 +117,8 @@ class Estimate:
     price: PriceBasis | None = None
     warnings: tuple[str, ...] = field(default=())
     uncertainty_basis: str = ""
+    fit_hint: str = ""
+    """When it does not fit: the first change that fits, with its cost (empty when it fits or nothing tried does)."""
 
     @property
     def fits(self) -> bool:
@@ -125,23 +147,24 @@ class Estimate:
             "margin_fraction": mem.margin_bytes / cap if cap else None,
         }
         keys = TRAIN_KEYS if self.training else INFER_KEYS
-        d.update({k: _clean(self.metrics[k]) for k in keys})
-        d["bound"] = self.bound
-        d["breakdown"] = {k: self.metrics[k] for k in BREAKDOWN_KEYS}
-        for k in ("power_w", "power_idle_w", "power_peak_w", "facility_power_w", "energy_j_per_token",
-                  "energy_j_per_token_facility", "usd_per_million_tokens", "usd_per_hour", "scaling_efficiency",
-                  "effective_gpus", "run_tokens", "run_hours", "energy_kwh_per_run", "gpu_energy_kwh_per_run",
-                  "usd_per_run"):
-            if k in self.metrics:
-                d[k] = _clean(self.metrics[k])
+        runs = self.fits
+
+        def run_value(k: str) -> float | None:
+            return _clean(self.metrics[k]) if runs or k in NOT_RUN_KEEP else None
+
+        d.update({k: run_value(k) for k in keys})
+        d["bound"] = self.bound if runs else None
+        d["breakdown"] = {k: self.metrics[k] for k in BREAKDOWN_KEYS} if runs else None
+        d.update({k: run_value(k) for k in RUN_KEYS if k in self.metrics})
         u = self.metrics.get("uncertainty_fraction")
-        if u is not None:
+        if u is not None and runs:
             timed = [k for k in ("prefill_s", "ttft_s", "tpot_s", "step_s") if k in keys]
             d["uncertainty"] = {
                 "time_fraction": u,
                 "basis": self.uncertainty_basis,
                 "ranges": {k: [self.metrics[k] * (1 - u), self.metrics[k] * (1 + u)] for k in timed},
             }
+        d["fit_hint"] = self.fit_hint or None
         d["price"] = None if self.price is None else dict(self.price.__dict__)
         d["warnings"] = list(self.warnings)
         return d

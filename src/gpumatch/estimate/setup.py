@@ -67,6 +67,9 @@ class Request:
     prefill_chunk: int = 8192
     price_basis: str = DEFAULT_BASIS
     """Which quotes price the GPU (:mod:`gpumatch.catalog.prices`): on-demand, reserved, spot or purchase."""
+    in_flight: int | None = None
+    """Inference: sequences in flight over all ``dp`` replicas when they do not fill every replica's ``batch``
+    (e.g. 32 requests on 3 replicas of 11); None = ``batch × dp``."""
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -100,6 +103,14 @@ def validate(arch: ModelArch, req: Request) -> None:
         v = getattr(req, name)
         if v is not None and v < 1:
             raise InputError(f"{name} must be at least 1 token, got {v}")
+    if req.in_flight is not None:
+        if req.training:
+            raise InputError("in-flight sequences apply to inference only", "drop in_flight or use --task serve")
+        if not (req.dp <= req.in_flight <= req.batch * req.dp):
+            raise InputError(
+                f"{req.in_flight} sequences in flight do not fit {req.dp} replicas of batch {req.batch}",
+                f"give between {req.dp} (one per replica) and {req.batch * req.dp}, or leave it out",
+            )
     if req.prefill_chunk < 0:
         raise InputError(f"prefill chunk must be >= 0 tokens (0 = whole batch), got {req.prefill_chunk}")
     if req.zero not in (0, 1, 2, 3):
@@ -199,6 +210,7 @@ def shape_numbers(req: Request) -> dict[str, float]:
         "fused": 1.0 if req.task == "serve" else 0.0,
         "offload": 1.0 if req.offload_optimizer else 0.0,
         "prefill_chunk": float(req.prefill_chunk),
+        "in_flight": float(req.in_flight) if req.in_flight is not None else float("inf"),
         "graphs": 1.0 if (req.cuda_graphs if req.cuda_graphs is not None else not req.training) else 0.0,
         "rc_full": 1.0 if rc == "full" else 0.0, "rc_selective": 1.0 if rc == "selective" else 0.0,
         "flash": 1.0 if req.flash else 0.0, "seq_parallel": 1.0 if sp else 0.0,
