@@ -1,10 +1,12 @@
 """Cost per hour, per million tokens and per run (estimator-formulas.md section F).
 
-- Cloud: ``count × $/GPU-hour`` (energy and facility are in the price).
-- Owned: purchase price amortized over ``lifetime_years × duty_fraction`` of the hours, plus facility
-  energy (GPU + host share, × PUE) at the electricity price, plus a facility charge per GPU-hour.
+- Cloud (on-demand, reserved or spot basis): ``count × $/GPU-hour`` (energy and facility are in the price).
+- Owned (purchase basis): purchase price amortized over ``lifetime_years × duty_fraction`` of the hours, plus
+  facility energy (GPU + host share, × PUE) at the electricity price, plus a facility charge per GPU-hour.
 - ``$ / 1M tokens = $/h / (tokens/s × 3600) × 1e6``; ``$ / run = $/h × run hours``.
-Every figure carries the date of the price quote it uses (GpuSpec.prices).
+The inputs (``Case.usd_per_gpu_hour``, ``Case.purchase_usd``) come from
+:func:`gpumatch.catalog.prices.select_price` (median of providers on one basis); the quotes behind them travel
+in ``Estimate.price`` and in each plan entry's ``price``.
 """
 
 from __future__ import annotations
