@@ -26,81 +26,6 @@ sequence <= 1e8, --run-tokens <= 1e18.
 """
 
 
-def _gib(v: float) -> str:
-    return f"{v / 2**30:.2f} GiB"
-
-
-def _table_view(d: dict[str, Any]) -> dict[str, Any]:
-    mem = d["memory"]
-    view: dict[str, Any] = {
-        "fits": d["fits"],
-        "margin": f"{_gib(d['margin_bytes'])} ({d['margin_fraction'] * 100:.1f}% of capacity)",
-        "gpu": f"{d['count']} × {d['gpu']}",
-        "model": d["model"],
-        "task": d["task"],
-        "layout": " ".join(f"{k}={v}" for k, v in d["layout"].items() if v is not None),
-    }
-    for k in ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead", "total", "capacity"):
-        view[f"memory.{k}"] = _gib(mem[f"{k}_bytes"])
-    if mem.get("peak_rule"):
-        view["memory.peak_rule"] = mem["peak_rule"]
-    if not d["fits"]:
-        view["speed and cost"] = "does not fit: no speed, power or cost (it would not run; see the warning)"
-    view.update(_run_rows(d))
-    if d.get("price"):
-        p = d["price"]
-        view["price"] = (p.get("choice") or {}).get("text") or (
-            f"{p['kind']} ${p['usd_per_gpu_hour']:.2f}/GPU-h ({p['provider']}, {p['date']})")
-    if d.get("uncertainty"):
-        u = d["uncertainty"]
-        view["uncertainty"] = f"±{u['time_fraction'] * 100:.0f}% on times ({u['basis']})"
-    view["basis"] = d["basis"]
-    for i, w in enumerate(d["warnings"]):
-        view[f"warning {i + 1}"] = w
-    return view
-
-
-def _num(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}"
-
-
-def _throughput_rows(d: dict[str, Any]) -> dict[str, str]:
-    """Each throughput with what it counts (generated or trained tokens; all replicas or one; prefill or not)."""
-    dp = d["layout"]["dp"]
-    if d["task"] in ("train", "finetune", "lora", "qlora"):
-        ranks = f"all {dp} DP ranks" if dp > 1 else "one GPU" if d["count"] == 1 else "the whole model-parallel group"
-        return {"tokens_per_s": f"{_num(d['tokens_per_s'])} trained tokens/s ({ranks})"}
-    where = f"all {dp} replicas" if dp > 1 else "one replica"
-    rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, prefill time included)"}
-    if dp > 1:
-        rows["tokens_per_s_per_replica"] = f"{_num(d['tokens_per_s_per_replica'])} generated tokens/s per replica"
-    rows["decode_tokens_per_s"] = f"{_num(d['decode_tokens_per_s'])} generated tokens/s in decode steps alone " \
-                                  f"({where}, no prefill)"
-    rows["prefill_tokens_per_s"] = f"{_num(d['prefill_tokens_per_s'])} prompt tokens/s during prefill ({where})"
-    return rows
-
-
-def _run_rows(d: dict[str, Any]) -> dict[str, Any]:
-    """Times, throughputs, power and cost: only for a configuration that fits (one that does not would not run)."""
-    if not d["fits"]:
-        return {}
-    view: dict[str, Any] = {}
-    if d.get("ttft_s") is not None:
-        view["ttft_s"] = f"{d['ttft_s']:.4g} (one prompt alone, no queueing)"
-        view["prefill_s"] = f"{d['prefill_s']:.4g} (a replica's whole batch of {d['layout']['batch']})"
-    for k in ("tpot_s", "e2e_s", "step_s"):
-        if d.get(k) is not None:
-            view[k] = f"{d[k]:.4g}"
-    if d.get("tokens_per_s") is not None:
-        view.update(_throughput_rows(d))
-    for k in ("mfu", "bound", "power_w", "energy_j_per_token", "usd_per_million_tokens", "scaling_efficiency",
-              "effective_gpus", "run_hours", "energy_kwh_per_run", "usd_per_run"):
-        if k in d and d[k] is not None:
-            v = d[k]
-            view[k] = f"{v:.4g}" if isinstance(v, float) else v
-    return view
-
-
 def _one_model(models: list[str] | None) -> str:
     """The one --model (or "" for none): repeating it is an error, not "the last one wins"."""
     from gpumatch.errors import InputError
@@ -254,10 +179,9 @@ def estimate_cmd(
     rows = memory_curve(model_arg, gpu_name, count=count, **options) if curve else []
     if curve:
         d["memory_curve"] = rows
-    if fmt is Format.json or not curve:
-        emit_object(d, fmt, _table_view(d))
-        return
-    emit_object(d, fmt, _table_view(d))
-    view = [{"batch": r["batch"], "seq": r["seq"], "activations": _gib(r["activations_bytes"]),
-             "kv_cache": _gib(r["kv_cache_bytes"]), "total": _gib(r["total_bytes"]), "fits": r["fits"]} for r in rows]
-    emit_rows(view, fmt, title="Memory per GPU over batch × sequence length")
+    from gpumatch.report.estimate import CURVE_TITLE, curve_rows, field_values
+
+    human = fmt is Format.table  # CSV keeps its figures as they were; JSON is the whole result
+    emit_object(d, fmt, field_values(d, human))
+    if curve and fmt is not Format.json:
+        emit_rows(curve_rows(rows, human), fmt, title=CURVE_TITLE)

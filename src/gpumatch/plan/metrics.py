@@ -14,10 +14,15 @@ What the planner adds on top of :func:`gpumatch.estimate.evaluate` (the estimato
   host runs Adam over the node's shards, touching about 28 bytes per parameter (fp32 weight, grad, two
   moments read; weight and moments written) at an assumed ``HOST_MEMORY_BYTES_PER_S`` per node. Added to the
   step without overlap (conservative; the paper overlaps part of it);
-- price overrides of the workload (``money.usd_per_gpu_hour``) replace the catalog's cloud quotes;
-- one price basis for every candidate, so costs compare: owned (purchase amortized over the lifetime and
-  utilization, plus energy and facility; :mod:`gpumatch.estimate.cost`) when the request has a purchase budget,
-  else cloud $/GPU-hour. A card without a price on that basis has an unknown cost (NaN).
+- one price basis for every candidate, so costs compare (:func:`gpumatch.plan.pricing.plan_prices`): the
+  request's ``price_basis`` (on-demand by default; reserved; spot) prices each GPU-hour at the median of the
+  newest quote per provider (:func:`gpumatch.catalog.prices.select_price`, as ``gpumatch estimate``); the purchase basis
+  costs a GPU-hour as the purchase price amortized over the lifetime and utilization, plus energy and facility
+  (:mod:`gpumatch.estimate.cost`). A purchase budget does not change the basis: it is checked against purchase
+  prices (:mod:`gpumatch.plan.rules`) while the cost term follows the basis. The workload's own prices
+  (``money.usd_per_gpu_hour``, ``money.purchase_usd_per_gpu``) replace the catalog's figure of that card.
+  A card without a price on the basis has an unknown cost (NaN): :mod:`gpumatch.plan.roles` then ranks it on
+  the other terms.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from gpumatch.estimate.candidates import Choice, GpuTable, candidate_case
 from gpumatch.estimate.inputs import Case
 from gpumatch.plan.candidates import CandidateSet
 from gpumatch.plan.inputs import PlanRequest
+from gpumatch.plan.pricing import Prices
 
 FloatArray = npt.NDArray[np.float64]
 HOST_MEMORY_BYTES_PER_S = 100e9
@@ -44,7 +50,7 @@ def _task(req: PlanRequest, qlora: bool) -> str:
     return "qlora" if qlora else req.task
 
 
-def build_case(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: FloatArray, qlora: bool) -> Case:
+def build_case(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: Prices, qlora: bool) -> Case:
     """The estimator's Case for candidates that share one task (LoRA and its QLoRA variant are two calls)."""
     mits = cs.mitigations
     prec = Choice(tuple(m.precision for m in mits), cs.mit)
@@ -64,14 +70,14 @@ def build_case(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: Floa
         numbers.update(dp=1.0, micro_batches=1.0, prompt=float(req.prompt), gen=float(req.gen))
     case = candidate_case(req.model, table, _task(req, qlora), gpu_index=cs.gpu, precision=prec, kv_precision=kv,
                           recompute=rc, optimizer=req.optimizer, master_weights=req.master_weights, **numbers)
-    case = replace(case, usd_per_gpu_hour=prices[cs.gpu])
+    case = replace(case, usd_per_gpu_hour=prices.hourly[cs.gpu], purchase_usd=prices.purchase[cs.gpu])
     offload = np.array([m.offload for m in mits])[cs.mit]
     if offload.any():
         case = replace(case, opt_bytes=np.where(offload, 0.0, np.broadcast_to(case.opt_bytes, offload.shape)))
     return case
 
 
-def memory(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: FloatArray,
+def memory(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: Prices,
            cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, FloatArray]:
     """Per-GPU ``total_bytes`` and ``capacity_bytes`` of every candidate (memory pass)."""
     total = np.empty(len(cs))
@@ -96,7 +102,7 @@ KEYS = ("total_bytes", "capacity_bytes", "weights_bytes", "kv_cache_bytes", "act
         "usd_per_hour", "bound_index", "scaling_efficiency")
 
 
-def performance(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: FloatArray, site: Any,
+def performance(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: Prices, site: Any,
                 cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, FloatArray]:
     """Time, throughput (all replicas), power, energy, cost, bound and scaling efficiency per candidate.
 
@@ -147,7 +153,7 @@ def _derive(req: PlanRequest, cs: CandidateSet, case: Case, res: dict[str, Any])
     tok = tok * factor
     cloud_h = np.asarray(res["usd_per_hour_cloud"], dtype=float) * replicas
     own_h = np.asarray(res["usd_per_hour_owned"], dtype=float) * replicas
-    usd_h = own_h if req.budget_usd else cloud_h
+    usd_h = own_h if req.price_basis == "purchase" else cloud_h
     res["tokens_per_s"] = tok
     res["usd_per_hour"] = usd_h
     res["usd_per_million_tokens"] = usd_h / (tok * 3600.0) * 1e6

@@ -25,15 +25,25 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec, load_catalog
+from gpumatch.catalog.prices import PriceChoice, unpriced_mark
 from gpumatch.errors import InputError
 from gpumatch.estimate import BOUNDS, DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.candidates import GpuTable, gpu_table
 from gpumatch.estimate.precision import WEIGHT_PRECISIONS
 from gpumatch.estimate.setup import SCALEUP_DOMAIN
-from gpumatch.plan import explain, metrics, rules
+from gpumatch.plan import explain, metrics, pricing, rules
 from gpumatch.plan.candidates import TP_DEGREES, CandidateSet, Mitigation, enumerate_candidates
 from gpumatch.plan.inputs import PlanRequest, from_workload
-from gpumatch.plan.roles import Role, applicable, ecosystem, mitigation_risk, reliability, score, term_values
+from gpumatch.plan.roles import (
+    Role,
+    applicable,
+    ecosystem,
+    impute_cost,
+    mitigation_risk,
+    reliability,
+    score,
+    term_values,
+)
 from gpumatch.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
@@ -56,6 +66,9 @@ class Plan:
     basis: str
     notes: tuple[str, ...] = field(default=())
     as_requested: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    price_basis: dict[str, Any] = field(default_factory=dict)
+    """The price basis every candidate used (:func:`gpumatch.plan.pricing.price_summary`): basis, rule, quote
+    months, the GPU models without a price on it, and with a budget those without a purchase price."""
     """Per role whose shown entries all change the numerics: the best candidate in the precision as requested
     (None: none is feasible), so an unrequested int4/fp8 pick never hides that the request fits as written."""
 
@@ -73,6 +86,7 @@ class Plan:
             "basis": self.basis,
             "notes": list(self.notes),
             "as_requested": dict(self.as_requested),
+            "price_basis": dict(self.price_basis),
         }
 
 
@@ -94,7 +108,7 @@ def plan(
     table = _table(specs)
     domain = np.array([SCALEUP_DOMAIN.get(g.scale_up, 1.0) for g in specs])
     facts = rules.gpu_facts(req, specs, domain)
-    prices = _prices(req, specs, table)
+    prices = facts.prices
     check_pins(req)
     cs = enumerate_candidates(req, len(specs))
     if not len(cs):
@@ -121,6 +135,7 @@ def plan(
     for k, v in perf.items():
         failed[k][fit] = v
     rejected = _rejected(req, facts, cs, code, failed, margin)
+    price_info = pricing.price_summary(req, prices, [i for i, ok in enumerate(facts.allowed) if ok])
     return Plan(
         request=_request_dict(req),
         roles={r.name: r.title for r in chosen},
@@ -132,7 +147,8 @@ def plan(
         feasible=int(feasible.size),
         elapsed_s=time.perf_counter() - t0,
         basis=cal.basis,
-        notes=_notes(req, shortlist, chosen, bool(rejected)),
+        notes=_notes(req, shortlist, chosen, bool(rejected)) + _price_notes(price_info),
+        price_basis=price_info,
     )
 
 
@@ -174,15 +190,6 @@ def _table(specs: tuple[GpuSpec, ...]) -> GpuTable:
     return _TABLES[key]
 
 
-def _prices(req: PlanRequest, specs: tuple[GpuSpec, ...], table: GpuTable) -> FloatArray:
-    """Cloud $/GPU-hour per GPU: the workload's override, else the catalog's newest quote (NaN = none)."""
-    base = np.asarray(table.fields["usd_per_gpu_hour"], dtype=float).copy()
-    for i, g in enumerate(specs):
-        if g.name in req.usd_per_gpu_hour:
-            base[i] = req.usd_per_gpu_hour[g.name]
-    return base
-
-
 def _supported(cs: CandidateSet, table: GpuTable) -> npt.NDArray[np.bool_]:
     """The GPU has a compute path for the candidate's weight precision (QLoRA's NF4 runs at the 16-bit peak)."""
     names = [("nf4" if m.qlora else m.precision) for m in cs.mitigations]
@@ -222,9 +229,11 @@ def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet,
     pm["latency_s"] = _latency(req, pm)
     rel = np.array([reliability(g) for g in facts.specs])[sub.gpu[pool]]
     eco = np.array([ecosystem(g) for g in facts.specs])[sub.gpu[pool]]
-    terms = term_values(pm, rel, eco)
+    priced = np.isfinite(pm["usd_per_million_tokens"])  # unknown cost: neither pushed down nor lifted (roles)
+    terms = impute_cost(term_values(pm, rel, eco), priced)
     risk = np.array([mitigation_risk(req, m.precision, m.kv_precision, m.qlora) for m in sub.mitigations])
-    s = score(role.weights, terms) * (1.0 - np.minimum(role.risk_scale * risk[sub.mit[pool]], 0.9))
+    s = score(role.weights, terms, None if priced.any() else priced)
+    s = s * (1.0 - np.minimum(role.risk_scale * risk[sub.mit[pool]], 0.9))
     order = np.lexsort((sub.count[pool], -np.round(s, 9)))
     seen: set[int] = set()
     entries: list[dict[str, Any]] = []
@@ -275,6 +284,8 @@ def _entry(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, i: int, pm
     else:
         layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.micro[i]))
     est: dict[str, Any] = {k: _f(v[j]) for k, v in pm.items() if k != "bound_index"}
+    choice = facts.prices.choices[int(cs.gpu[i])]
+    priced = est.get("usd_per_million_tokens") is not None
     est["bound"] = BOUNDS[int(pm["bound_index"][j])]
     one = cs.take(np.array([i]))
     one_est = {k: np.array([v[j]]) for k, v in pm.items()}
@@ -286,9 +297,18 @@ def _entry(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, i: int, pm
         "estimate": est, "bound": est["bound"],
         "headroom_fraction": 1.0 - float(pm["total_bytes"][j] / pm["capacity_bytes"][j]),
         "flags": rules.flags(req, facts, one, 0, one_est),
-        "cost": explain.cost_text(est, req),
+        "cost": explain.cost_text(est, req) if priced else choice.text(),
+        **price_fields(choice, priced),
     }
     return entry
+
+
+def price_fields(choice: PriceChoice, priced: bool) -> dict[str, Any]:
+    """The entry's price: ``priced`` (cost compared), ``price`` (the figure, spread and quotes of its card on the
+    plan's basis), ``price_text`` (one line) and ``unpriced`` (the mark "no on-demand quote" when its cost is
+    unknown and it was ranked without the cost term; empty when priced)."""
+    return {"priced": priced, "price": choice.to_dict(), "price_text": choice.text(),
+            "unpriced": "" if priced else unpriced_mark(choice.basis)}
 
 
 def _f(v: Any) -> float | None:
@@ -388,6 +408,18 @@ def _request_dict(req: PlanRequest) -> dict[str, Any]:
     d["model"] = req.model.name
     d["dev"] = req.dev
     return d
+
+
+def _price_notes(p: dict[str, Any]) -> tuple[str, ...]:
+    """Buyer-facing notes: cards whose cost was not compared, cards whose purchase price was not checked."""
+    out = []
+    if p["unpriced"]:
+        out.append(f"{p['mark']} for {', '.join(p['unpriced'])}: ranked on the other terms (cost weight dropped), "
+                   "not pushed down; add a quote (price overlay) or your own price (money section) to compare cost")
+    if p["budget_unchecked"]:
+        out.append(f"price unknown for {', '.join(p['budget_unchecked'])}: kept, but not checked against the "
+                   "purchase budget; check the budget yourself or give money.purchase_usd_per_gpu")
+    return tuple(out)
 
 
 def _notes(req: PlanRequest, shortlist: dict[str, list[dict[str, Any]]], chosen: tuple[Role, ...],

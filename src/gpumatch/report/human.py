@@ -25,6 +25,8 @@ def gib(n_bytes: float | None) -> str:
     if not _finite(n_bytes):
         return DASH
     assert n_bytes is not None
+    if n_bytes == 0:
+        return "0 GiB"
     if abs(n_bytes) >= 0.1 * 2**30:
         return f"{n_bytes / 2**30:.1f} GiB"
     return f"{n_bytes / 2**20:.0f} MiB" if abs(n_bytes) >= 2**20 else f"{n_bytes / 2**20:.1f} MiB"

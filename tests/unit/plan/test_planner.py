@@ -157,6 +157,8 @@ def test_budget_rule_and_unknown_prices() -> None:
             assert any(f.startswith("price unknown: check the budget yourself") for f in e["flags"])
         else:
             assert e["count"] * unit <= 3000.0
+    assert p.price_basis["budget_basis"] == "purchase" and "L40S" in p.price_basis["budget_unchecked"]
+    assert any("not checked against the purchase budget" in n for n in p.notes)
 
 
 def test_role_weights_from_the_workload_change_the_ranking() -> None:

@@ -1,0 +1,122 @@
+"""The field/value view of one estimate (``gpumatch estimate``) and of its memory curve.
+
+The input is :meth:`gpumatch.estimate.Estimate.to_dict` (the JSON contract, SI units); nothing here computes a
+new figure. ``human=True`` (the table) shows quantities in human units ("36.2 GiB", "18.4 ms", "445 W", "$3.38");
+``human=False`` is the CSV view, the figures as before (GiB with two decimals, seconds and watts as numbers), so
+a spreadsheet reads the same columns as it always did. JSON carries every field either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpumatch.report import human as hu
+
+TRAINING = ("train", "finetune", "lora", "qlora")
+MEMORY_ITEMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead", "total", "capacity")
+
+
+def _gib2(v: float) -> str:
+    return f"{v / 2**30:.2f} GiB"
+
+
+def _plain(v: Any) -> Any:
+    return f"{v:.4g}" if isinstance(v, float) else v
+
+
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}"
+
+
+_HUMAN: dict[str, Callable[[Any], str]] = {
+    "tpot_s": hu.seconds, "e2e_s": hu.seconds, "step_s": hu.seconds, "mfu": hu.percent, "power_w": hu.watts,
+    "energy_j_per_token": lambda v: f"{v:.3g} J", "usd_per_million_tokens": hu.usd,
+    "scaling_efficiency": hu.percent, "effective_gpus": lambda v: f"{v:.3g}",
+    "run_hours": lambda v: hu.seconds(v * 3600.0), "energy_kwh_per_run": lambda v: f"{v:,.3g} kWh",
+    "usd_per_run": hu.usd,
+}
+"""The table's unit for each figure of an estimate (the CSV keeps ``_plain``)."""
+
+
+def field_values(d: dict[str, Any], human: bool = True) -> dict[str, Any]:
+    """The estimate as ordered field/value pairs: fit and margin, the request, memory per item, then (only for a
+    configuration that fits: one that does not would not run) times, throughputs, power and cost, the price,
+    the uncertainty, the basis and the warnings."""
+    gib = hu.gib if human else _gib2
+    mem = d["memory"]
+    pct = hu.percent(d["margin_fraction"]) if human else f"{d['margin_fraction'] * 100:.1f}%"
+    view: dict[str, Any] = {
+        "fits": d["fits"],
+        "margin": f"{gib(d['margin_bytes'])} ({pct} of capacity)",
+        "gpu": f"{d['count']} × {d['gpu']}",
+        "model": d["model"],
+        "task": d["task"],
+        "layout": " ".join(f"{k}={v}" for k, v in d["layout"].items() if v is not None),
+    }
+    for k in MEMORY_ITEMS:
+        view[f"memory.{k}"] = gib(mem[f"{k}_bytes"])
+    if mem.get("peak_rule"):
+        view["memory.peak_rule"] = mem["peak_rule"]
+    if not d["fits"]:
+        view["speed and cost"] = "does not fit: no speed, power or cost (it would not run; see the warning)"
+    view.update(_run_rows(d, human))
+    if d.get("price"):
+        p = d["price"]
+        view["price"] = (p.get("choice") or {}).get("text") or (
+            f"{p['kind']} ${p['usd_per_gpu_hour']:.2f}/GPU-h ({p['provider']}, {p['date']})")
+    if d.get("uncertainty"):
+        u = d["uncertainty"]
+        view["uncertainty"] = f"±{u['time_fraction'] * 100:.0f}% on times ({u['basis']})"
+    view["basis"] = d["basis"]
+    for i, w in enumerate(d["warnings"]):
+        view[f"warning {i + 1}"] = w
+    return view
+
+
+def _throughput_rows(d: dict[str, Any]) -> dict[str, str]:
+    """Each throughput with what it counts (generated or trained tokens; all replicas or one; prefill or not)."""
+    dp = d["layout"]["dp"]
+    if d["task"] in TRAINING:
+        ranks = f"all {dp} DP ranks" if dp > 1 else "one GPU" if d["count"] == 1 else "the whole model-parallel group"
+        return {"tokens_per_s": f"{_num(d['tokens_per_s'])} trained tokens/s ({ranks})"}
+    where = f"all {dp} replicas" if dp > 1 else "one replica"
+    rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, prefill time included)"}
+    if dp > 1:
+        rows["tokens_per_s_per_replica"] = f"{_num(d['tokens_per_s_per_replica'])} generated tokens/s per replica"
+    rows["decode_tokens_per_s"] = (f"{_num(d['decode_tokens_per_s'])} generated tokens/s in decode steps alone "
+                                   f"({where}, no prefill)")
+    rows["prefill_tokens_per_s"] = f"{_num(d['prefill_tokens_per_s'])} prompt tokens/s during prefill ({where})"
+    return rows
+
+
+def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
+    """Times, throughputs, power and cost: only for a configuration that fits (one that does not would not run)."""
+    if not d["fits"]:
+        return {}
+    secs = hu.seconds if human else (lambda v: f"{v:.4g}")
+    view: dict[str, Any] = {}
+    if d.get("ttft_s") is not None:
+        view["ttft_s"] = f"{secs(d['ttft_s'])} (one prompt alone, no queueing)"
+        view["prefill_s"] = f"{secs(d['prefill_s'])} (a replica's whole batch of {d['layout']['batch']})"
+    for k in ("tpot_s", "e2e_s", "step_s"):
+        if d.get(k) is not None:
+            view[k] = _HUMAN[k](d[k]) if human else _plain(d[k])
+    if d.get("tokens_per_s") is not None:
+        view.update(_throughput_rows(d))
+    for k in ("mfu", "bound", "power_w", "energy_j_per_token", "usd_per_million_tokens", "scaling_efficiency",
+              "effective_gpus", "run_hours", "energy_kwh_per_run", "usd_per_run"):
+        if k in d and d[k] is not None:
+            v = d[k]
+            view[k] = _HUMAN[k](v) if human and k in _HUMAN and isinstance(v, int | float) else _plain(v)
+    return view
+
+
+CURVE_TITLE = "Memory per GPU over batch × sequence length"
+
+
+def curve_rows(rows: list[dict[str, Any]], human: bool = True) -> list[dict[str, Any]]:
+    """The memory curve as table rows: batch, sequence length, activations, KV cache, total, fits."""
+    gib = hu.gib if human else _gib2
+    return [{"batch": r["batch"], "seq": r["seq"], "activations": gib(r["activations_bytes"]),
+             "kv_cache": gib(r["kv_cache_bytes"]), "total": gib(r["total_bytes"]), "fits": r["fits"]} for r in rows]
