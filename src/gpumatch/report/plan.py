@@ -205,9 +205,9 @@ def shortlist_columns(training: bool, per_run: bool = False) -> list[Column]:
         money = "$/run" if per_run else "$/1M tok"
     else:
         figures, money = [Column("tpot", "TPOT", align="right", wrap=False)], "$/1M tok"
-    return [Column("rank", "#", align="right"), Column("gpu", "GPU"), Column("layout"),
-            Column("mitigations"), Column("tokens", "tok/s", align="right"), *figures,
-            Column("cost", money, align="right", wrap=False), Column("score", align="right")]
+    return [Column("rank", "#", align="right", wrap=False), Column("gpu", "GPU"), Column("layout"),
+            Column("mitigations"), Column("tokens", "tok/s", align="right", wrap=False), *figures,
+            Column("cost", money, align="right", wrap=False), Column("score", align="right", wrap=False)]
 
 
 SHORT_MITIGATIONS = {"optimizer offload to CPU": "CPU offload"}
@@ -330,8 +330,9 @@ SHORT_RULES = {"memory": "does not fit in memory", "precision": "precision unsup
                "cooling": "passive card, desk-side box", "deadline": "training deadline"}
 """Short reason names for the one-line failed summary; any other rule shows its title."""
 
-FAILED_COLUMNS = [Column("configurations", "configs", align="right"), Column("reason", max_lines=2),
-                  Column("gpus", "GPUs", drop=1, align="right"), Column("closest", "closest to passing", max_lines=2)]
+FAILED_COLUMNS = [Column("configurations", "configs", align="right", wrap=False), Column("reason", max_lines=2),
+                  Column("gpus", "GPUs", drop=1, align="right", wrap=False),
+                  Column("closest", "closest to passing", max_lines=2)]
 
 
 def _closest_text(r: dict[str, Any]) -> str:

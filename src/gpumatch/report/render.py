@@ -9,8 +9,9 @@ stdout is a terminal, else 80 — so a pipe or a file gets the same 80-column te
 1. leaves out its secondary columns, in the order each table declares (:attr:`Column.drop`), and says which,
    until the rest fits with its prose columns at least ~24 wide;
 2. wraps prose columns (:attr:`Column.wrap`) at spaces, widest first, down to about their longest word;
-3. leaves out further undeclared columns from the right (tables given as plain column names), and as the last
-   resort cuts cells with an ellipsis (then wraps break long words).
+3. leaves out further undeclared columns from the right (tables given as plain column names);
+4. when more than two columns still do not fit (a very narrow terminal), prints each row as a record, one
+   "header: value" line per column; a two-column table cuts its cells with an ellipsis as the last resort.
 
 Quantities named by the SI convention (``total_bytes``, ``tpot_s``, ``power_w``; :func:`gpumatch.report.human.
 by_name`) show in human units ("79.6 GiB", "7.42 ms", "445 W"); ``--format json|csv`` keep every key and the
@@ -243,6 +244,7 @@ class _Layout:
     keep: list[int]
     widths: dict[int, int]
     dropped: list[str]
+    records: bool = False
 
 
 def _longest_word(texts: Sequence[str]) -> int:
@@ -284,6 +286,8 @@ def _layout(cols: list[Column], cells: list[list[str]], width: int, auto: bool) 
     widths = {i: natural[i] for i in keep}
     _shrink(widths, keep, width, floor=comfortable, only=[i for i in keep if cols[i].cut_to])
     _shrink(widths, keep, width, floor=minimal, only=[i for i in keep if cols[i].wrap])
+    if _span(widths, keep) > width and len(keep) > 2:  # columns would be cut to shreds: one record per row
+        return _Layout(cols, cells, list(range(len(cols))), widths, [], records=True)
     _shrink(widths, keep, width, floor={i: 3 for i in keep}, only=keep)
     while len(keep) > 1 and _span(widths, keep) > width:
         dropped.append(cols[keep.pop()].title)
@@ -329,6 +333,20 @@ def _row_lines(lay: _Layout, row: list[str]) -> list[str]:
     return out
 
 
+def _records(rows: Sequence[dict[str, Any]], specs: list[Column], cells: list[list[str]], width: int,
+             detail_key: str | None) -> list[str]:
+    """Each row as "header: value" lines (the first unindented, the rest indented two), then its detail."""
+    out: list[str] = []
+    for r, row in zip(rows, cells, strict=True):
+        for k, (col, text) in enumerate(zip(specs, row, strict=True)):
+            if text:
+                out.append(wrap_block(("" if k == 0 else "  ") + f"{col.title}: {text}", width))
+        detail = r.get(detail_key) if detail_key else None
+        if detail:
+            out.extend("  " + x for x in wrap_text(str(detail), width - 2))
+    return out
+
+
 def to_table(
     rows: Sequence[dict[str, Any]],
     columns: Sequence[ColumnSpec] | None = None,
@@ -346,6 +364,8 @@ def to_table(
     cells = [[_text(c, r.get(c.key)) for c in specs] for r in rows]
     lay = _layout(specs, cells, width, auto)
     lines = [wrap_block(t, width) for t in title.split("\n")] if title else []
+    if lay.records:
+        return "\n".join([*lines, *_records(rows, specs, cells, width, detail_key)])
     lines.append(cut((" " * GAP).join(_pad(cut(specs[i].title, lay.widths[i]), lay.widths[i], specs[i].align)
                                       for i in lay.keep).rstrip(), width))
     lines.append((" " * GAP).join("-" * lay.widths[i] for i in lay.keep))
