@@ -123,3 +123,12 @@ def test_key_values_show_quantities_in_human_units_and_csv_keeps_si() -> None:
 )
 def test_human_units(fn: object, value: float | None, text: str) -> None:
     assert fn(value) == text  # type: ignore[operator]
+
+
+def test_too_many_columns_for_the_width_become_records_not_shreds() -> None:
+    rows = [{f"c{i}": f"{12345 + i:,}" for i in range(8)} | {"why": "the reason"}]
+    cols = [Column(f"c{i}", f"column {i}", wrap=False) for i in range(8)]
+    out = to_table(rows, cols, width=40, detail_key="why")
+    assert out.splitlines() == ["column 0: 12,345", *[f"  column {i}: {12345 + i:,}" for i in range(1, 8)],
+                                "  the reason"]
+    assert "column 0" in to_table(rows, cols, width=120).splitlines()[0]  # wide enough: a table again
