@@ -112,6 +112,20 @@ def open_text(path: PathArg, label: str, max_bytes: int, hint: str = "is this th
                                 "give a UTF-8 text file") from e
 
 
+@contextmanager
+def open_seekable(path: str | os.PathLike[str], label: str, max_bytes: int,
+                  hint: str = "is this the right file?") -> Iterator[IO[bytes]]:
+    """A plain seekable binary file (for formats read by offset, such as Parquet), opened the same safe way,
+    refused when its size is over ``max_bytes``: for a regular file, unlike a device or ``/proc``, the size
+    ``fstat`` reports is the size there is to read."""
+    fd = _open_regular(os.fspath(path), label)
+    if os.fstat(fd).st_size > max_bytes:
+        os.close(fd)
+        raise too_large(label, max_bytes, hint)
+    with os.fdopen(fd, "rb") as fh:
+        yield fh
+
+
 def check_regular(path: str | os.PathLike[str], label: str) -> os.stat_result:
     """``stat`` of ``path`` (following symlinks) when it is a regular file; else one-line :class:`DataFileError`."""
     try:
