@@ -168,6 +168,8 @@ _POSITIVE = ("memory.capacity_bytes", "memory.bandwidth_bytes_per_s", "tdp_w")
 _CEILINGS: tuple[tuple[str, float, str], ...] = (
     ("memory.capacity_bytes", 1e13, "10 TB"),
     ("memory.reported_bytes", 1e13, "10 TB"),
+    ("memory.reserved_bytes", 1e13, "10 TB"),
+    ("memory.process_bytes", 1e13, "10 TB"),
     ("memory.l2_cache_bytes", 1e11, "100 GB"),
     ("memory.bandwidth_bytes_per_s", 1e14, "100 TB/s"),
     ("tdp_w", 1e4, "10 kW"),

@@ -49,19 +49,45 @@ class Memory(_Strict):
     ``capacity_bytes`` is the datasheet figure as printed, stored as SI ("80 GB" -> 80e9); vendors mean
     binary GiB by it, and the usable-memory rule reads it so. ``reported_bytes`` is the driver's total
     (nvidia-smi "81559 MiB" = 81559 * 2**20 bytes) where a public reading exists, taken in the card's
-    default ECC mode; ``reported_by`` names the tool (nvidia-smi, rocm-smi, amd-smi, rocminfo, HIP
-    deviceQuery, hl-smi) and ``reported_driver`` its driver version. ``ecc_default`` overrides whether
-    ECC is on out of the box ("on" / "off"; default: on for datacenter cards with ECC, else off).
+    default ECC mode; ``reported_by`` names the tool (nvidia-smi, rocm-smi, amd-smi, rocminfo, hl-smi)
+    and ``reported_driver`` its driver version. ``reserved_bytes`` is what the same kind of reading holds
+    back from processes (nvidia-smi -q "FB Memory Usage: Reserved"; needs ``reported_bytes``).
+    ``process_bytes`` is the total one process is given (CUDA deviceQuery / ``cudaGetDeviceProperties``
+    totalGlobalMem, ``torch.cuda.mem_get_info`` or the "total capacity" of PyTorch's out-of-memory
+    message, HIP ``hipMemGetInfo`` / totalGlobalMem, Gaudi ``memory_stats()["Limit"]``); ``process_by``
+    names the tool and ``process_driver`` its driver. ``ecc_default`` overrides whether ECC is on out of
+    the box ("on" / "off"; default: on for datacenter cards with ECC, else off).
     """
 
     capacity_bytes: Figure
     reported_bytes: Figure | None = None
     reported_by: str = Field(default="", max_length=40)
     reported_driver: str = Field(default="", max_length=40)
+    reserved_bytes: Figure | None = None
+    process_bytes: Figure | None = None
+    process_by: str = Field(default="", max_length=40)
+    process_driver: str = Field(default="", max_length=40)
     ecc_default: Literal["on", "off"] | None = None
     type: str = Field(min_length=2)
     bandwidth_bytes_per_s: Figure
     l2_cache_bytes: Figure | None = None
+
+    @model_validator(mode="after")
+    def _readings_agree(self) -> Memory:
+        """A reserve needs the total it is taken from and must be smaller; a process total is positive and
+        cannot exceed the driver's total."""
+        rep = self.reported_bytes
+        if self.reserved_bytes is not None:
+            if rep is None:
+                raise ValueError("memory.reserved_bytes needs memory.reported_bytes (the total it is part of)")
+            if self.reserved_bytes.value >= rep.value:
+                raise ValueError("memory.reserved_bytes must be smaller than memory.reported_bytes")
+        if self.process_bytes is not None:
+            if self.process_bytes.value <= 0:
+                raise ValueError("memory.process_bytes must be greater than 0")
+            if rep is not None and self.process_bytes.value > rep.value:
+                raise ValueError("memory.process_bytes cannot exceed memory.reported_bytes (the driver's total)")
+        return self
 
 
 class PeakFlops(_Strict):
@@ -210,8 +236,10 @@ class GpuFile(_Strict):
             ("tdp_w", self.tdp_w),
             ("interconnect.scale_up_bytes_per_s", self.interconnect.scale_up_bytes_per_s),
         ]
-        if self.memory.reported_bytes is not None:
-            out.append(("memory.reported_bytes", self.memory.reported_bytes))
+        for key in ("reported_bytes", "reserved_bytes", "process_bytes"):
+            fig = getattr(self.memory, key)
+            if fig is not None:
+                out.append((f"memory.{key}", fig))
         if self.memory.l2_cache_bytes is not None:
             out.append(("memory.l2_cache_bytes", self.memory.l2_cache_bytes))
         for key in PeakFlops.model_fields:

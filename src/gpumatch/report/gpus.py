@@ -43,7 +43,7 @@ def _gib(n: float) -> str:
 
 def _rule_word(g: GpuSpec) -> str:
     u = g.memory_usable
-    return u.tool if u.rule == "reading" else "rule"
+    return u.tool if u.rule != "datasheet" else "rule"
 
 
 # ---- list ------------------------------------------------------------------------------------------------
@@ -122,17 +122,21 @@ def _row(figure: str, value: str, g: GpuSpec, where: str = "", url: str = "", de
             "detail": detail}
 
 
+_RULE_FIGURE = {"process": "memory.process_bytes", "driver-reserved": "memory.reported_bytes",
+                "driver-fitted": "memory.reported_bytes", "datasheet": "memory.capacity_bytes"}
+"""The catalog figure each usable-memory rule starts from (its source is the row's source)."""
+
+
 def memory_rows(g: GpuSpec) -> list[dict[str, Any]]:
     """Usable memory with its rule, the datasheet figure, bandwidth and L2."""
     u = g.memory_usable
     gb = g.memory_bytes / 1e9
-    basis = f"{u.summary}; datasheet {gb:g} GB {g.memory_type}" if u.rule == "reading" else u.summary
+    basis = f"{u.summary}; datasheet {gb:g} GB {g.memory_type}" if u.rule != "datasheet" else u.summary
     ecc = ("ECC on by default" if u.ecc_on else "ECC off by default") if g.ecc else "no ECC"
     steps = "; ".join(u.steps)
     rows = [
-        _row("memory, usable", f"{human.gib(u.usable_bytes)} ({basis})", g,
-             "memory.reported_bytes" if u.rule == "reading" else "memory.capacity_bytes",
-             detail=f"rule: {'driver reading' if u.rule == 'reading' else 'datasheet rule'} ({ecc}): {steps}"),
+        _row("memory, usable", f"{human.gib(u.usable_bytes)} ({basis})", g, _RULE_FIGURE[u.rule],
+             detail=f"rule: {u.rule_text} ({ecc}): {steps}"),
         _row("memory, datasheet", f"{gb:g} GB {g.memory_type} (= {u.dram_bytes // 2**20} MiB)", g,
              "memory.capacity_bytes"),
         _row("memory bandwidth", human.bytes_per_s(g.memory_bandwidth_bytes_per_s), g,

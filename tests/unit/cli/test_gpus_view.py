@@ -46,12 +46,13 @@ def test_show_says_which_memory_rule_applied(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sxm = run(capsys, monkeypatch, 120, "gpus", "show", "H100 SXM")
-    assert "79.6 GiB (nvidia-smi 81559 MiB, driver 590.48.01;" in sxm and "rule: driver reading" in sxm
+    assert "79.2 GiB (CUDA deviceQuery 81105 MiB, driver 565.57.01;" in sxm and "rule: process-side reading" in sxm
+    assert "the driver's total (nvidia-smi) is 81559 MiB: 454 MiB of it is held back" in sxm
     pcie = run(capsys, monkeypatch, 120, "gpus", "show", "H100 PCIe")
-    assert "79.6 GiB (datasheet 80 GB as 81920 MiB - reserve 361 MiB)" in pcie
+    assert "79.1 GiB (datasheet 80 GB as 81920 MiB - driver reserve 361 - process reserve 593 MiB)" in pcie
     assert "rule: datasheet rule" in pcie
     a6000 = run(capsys, monkeypatch, 120, "gpus", "show", "RTX A6000")
-    assert "ECC off by default" in a6000 and "48.0 GiB" in a6000
+    assert "ECC off by default" in a6000 and "47.5 GiB" in a6000
 
 
 def test_list_csv_and_json_carry_the_usable_bytes_rule_and_source(
@@ -59,17 +60,19 @@ def test_list_csv_and_json_carry_the_usable_bytes_rule_and_source(
 ) -> None:
     text = run(capsys, monkeypatch, 80, "gpus", "list", "-f", "csv")
     rows = {r["name"]: r for r in csv.DictReader(io.StringIO(text))}
-    assert rows["H100 SXM5 80GB"]["memory_usable_bytes"] == str(81559 * 2**20)
-    assert rows["H100 SXM5 80GB"]["memory_rule"] == "reading"
-    assert rows["L40"]["memory_rule"] == "datasheet" and rows["L40"]["memory_usable_bytes"] == str(46068 * 2**20)
-    obj = json.loads(run(capsys, monkeypatch, 80, "gpus", "show", "L40", "-f", "json"))
-    assert obj["memory_usable"]["rule"] == "datasheet" and obj["memory_usable_bytes"] == 46068 * 2**20
-    assert obj["memory_usable"]["ecc_bytes"] == 3072 * 2**20 and obj["memory_usable"]["source_url"].startswith("http")
+    assert rows["H100 SXM5 80GB"]["memory_usable_bytes"] == str(81105 * 2**20)
+    assert rows["H100 SXM5 80GB"]["memory_rule"] == "process"
+    assert rows["L20"]["memory_rule"] == "process" and rows["L20"]["memory_usable_bytes"] == str(45599 * 2**20)
+    assert rows["H100 PCIe 80GB"]["memory_rule"] == "datasheet"
+    obj = json.loads(run(capsys, monkeypatch, 80, "gpus", "show", "RTX A6000", "-f", "json"))
+    assert obj["memory_usable"]["rule"] == "datasheet"
+    assert obj["memory_usable_bytes"] == (49152 - 12 - 490) * 2**20
+    assert obj["memory_usable"]["ecc_bytes"] == 0 and obj["memory_usable"]["source_url"].startswith("http")
 
 
 def test_show_csv_keeps_si_digits(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     rows = {r["field"]: r for r in csv.DictReader(io.StringIO(run(capsys, monkeypatch, 80, "gpus", "show", "A40",
                                                                      "-f", "csv")))}
     assert rows["memory.reported_bytes"]["value"] == "48305799168"
-    assert rows["memory.usable_bytes"]["note"].startswith("reading")
+    assert rows["memory.usable_bytes"]["note"].startswith("process: CUDA deviceQuery")
     assert rows["name"]["value"] == "A40"
