@@ -44,15 +44,17 @@ def plan_cmd(
     pp: int = typer.Option(None, "--pp", help="Pin the pipeline-parallel degree."),
     max_gpus: int = typer.Option(None, "--max-gpus", help="Most GPUs to consider (default 64)."),
     gpus_per_node: int = typer.Option(None, "--gpus-per-node", help="GPUs per node (default 8)."),
-    budget_usd: float = typer.Option(None, "--budget-usd", help="Purchase budget in US dollars (checked against "
-                                     "purchase prices whatever --price-basis says)."),
+    budget_usd: str = typer.Option(None, "--budget-usd", help="Purchase budget in US dollars ('20000', '$20k'; "
+                                   "checked against purchase prices whatever --price-basis says)."),
     price_basis: str = typer.Option(None, "--price-basis", help="Price every card by on-demand (default) | "
                                     "reserved | spot | purchase quotes: the median of providers."),
-    power_w_per_node: float = typer.Option(None, "--power-w-per-node", help="Watts available per node."),
-    psu_w: float = typer.Option(None, "--psu-w", help="PSU rating in watts (the 1.5x headroom rule applies)."),
-    ttft_s: float = typer.Option(None, "--ttft-s", help="Target p50 time to first token, seconds."),
-    tpot_s: float = typer.Option(None, "--tpot-s", help="Target p50 time per output token, seconds."),
-    tokens_per_s: float = typer.Option(None, "--tokens-per-s", help="Target aggregate tokens per second."),
+    power_w_per_node: str = typer.Option(None, "--power-w-per-node", help="Power available per node ('10200', "
+                                         "'10.2kW')."),
+    psu_w: str = typer.Option(None, "--psu-w", help="PSU rating ('1600', '1.6kW'; the 1.5x headroom rule applies)."),
+    ttft_s: str = typer.Option(None, "--ttft-s", help="Target p50 time to first token ('0.5' seconds, '500ms')."),
+    tpot_s: str = typer.Option(None, "--tpot-s", help="Target p50 time per output token ('0.05' seconds, '50ms')."),
+    tokens_per_s: str = typer.Option(None, "--tokens-per-s", help="Target aggregate tokens per second ('2000', "
+                                     "'2k')."),
     gpu: list[str] = GpuOption,
     exclude: list[str] = ExcludeOption,
     top: int = typer.Option(3, "--top", "-n", help="Entries per role."),
@@ -72,7 +74,10 @@ def plan_cmd(
         from gpumatch.errors import InputError
 
         raise InputError(f"--top must be at least 1, got {top}")
-    result = plan(req, top=top, roles=role or None)
+    from gpumatch.report.progress import StatusLine
+
+    with StatusLine("planning") as status:
+        result = plan(req, top=top, roles=role or None, progress=status)
     _emit(result.to_dict(), fmt, verbose)
 
 

@@ -134,11 +134,15 @@ def experiments(entry: dict[str, Any], req: PlanRequest) -> list[str]:
 def why(entry: dict[str, Any], rank: int, req: PlanRequest) -> str:
     """One paragraph: rank, what bounds it, the numbers that matter, the flags."""
     est = entry["estimate"]
+    lay = entry["layout"]
     if req.training:
-        perf = f"{est['tokens_per_s']:,.0f} tokens/s, step {est['step_s']:.3g} s, MFU {est['mfu']:.0%}"
+        ranks = f"{lay['dp']} DP ranks" if lay["dp"] > 1 else "1 DP rank"
+        perf = (f"{est['tokens_per_s']:,.0f} trained tokens/s ({ranks}), step {est['step_s']:.3g} s, "
+                f"MFU {est['mfu']:.0%}")
     else:
-        perf = (f"{est['tokens_per_s']:,.0f} generated tokens/s, TPOT {est['tpot_s'] * 1e3:.1f} ms, "
-                f"TTFT {est['ttft_p50_s'] * 1e3:.0f} ms (one prompt)")
+        where = f"{lay['replicas']} replicas" if lay["replicas"] > 1 else "1 replica"
+        perf = (f"{est['tokens_per_s']:,.0f} generated tokens/s ({where}, prefill included), TPOT "
+                f"{est['tpot_s'] * 1e3:.1f} ms, TTFT {est['ttft_p50_s'] * 1e3:.0f} ms (one prompt alone)")
     parts = [f"#{rank}: {entry['bound']}-bound; {perf}; uses {est['total_bytes'] / GIB:.1f} of "
              f"{est['capacity_bytes'] / GIB:.1f} GiB per GPU"]
     flagged = any("scaling efficiency" in f for f in entry["flags"])

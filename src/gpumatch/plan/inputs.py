@@ -23,9 +23,10 @@ from pydantic import BaseModel, ValidationError
 from gpumatch.catalog.prices import check_basis
 from gpumatch.errors import InputError
 from gpumatch.estimate import Site
+from gpumatch.estimate.precision import KV_PRECISIONS, WEIGHT_PRECISIONS
 from gpumatch.models.arch import ModelArch
-from gpumatch.workload import Workload, rules
-from gpumatch.workload.schema import MoneySection, PowerSection, TargetsSection
+from gpumatch.workload import Workload, quantities, rules
+from gpumatch.workload.schema import FOUR_BIT, MoneySection, PowerSection, TargetsSection
 
 DEFAULT_MAX_GPUS = 64
 
@@ -133,7 +134,7 @@ def from_workload(wl: Workload) -> PlanRequest:
     if p.optimizer == "int8":
         optimizer = "adamw-8bit"
     training = wl.is_training
-    weights = p.weights if wl.task != "qlora" else "bf16"
+    weights = p.weights  # a QLoRA base is 4-bit (nf4 unless the file says int4/fp4): shown as such
     return PlanRequest(
         task="infer" if wl.task == "dev" else wl.task,
         model=wl.model,
@@ -174,16 +175,16 @@ def from_workload(wl: Workload) -> PlanRequest:
 
 
 _TASKS = ("infer", "serve", "dev", "train", "finetune", "lora", "qlora")
-_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+_PRECISIONS = WEIGHT_PRECISIONS
 _POSITIVE = ("batch", "micro_batch", "seq", "prompt", "gen", "max_gpus", "gpus_per_node", "tp", "pp", "lora_rank")
 #: Numeric options checked by the workload file's own rules (schema section, field), with the flag and an example.
 _SCHEMA_CHECKED: dict[str, tuple[type[BaseModel], str, str, str]] = {
-    "budget_usd": (MoneySection, "purchase_budget_usd", "--budget-usd", "--budget-usd 20000"),
-    "w_per_node": (PowerSection, "w_per_node", "--power-w-per-node", "--power-w-per-node 10000"),
-    "psu_w": (PowerSection, "psu_w", "--psu-w", "--psu-w 1600"),
-    "ttft_p50_s": (TargetsSection, "ttft_p50_s", "--ttft-s", "--ttft-s 0.5"),
-    "tpot_p50_s": (TargetsSection, "tpot_p50_s", "--tpot-s", "--tpot-s 0.05"),
-    "tokens_per_s": (TargetsSection, "tokens_per_s", "--tokens-per-s", "--tokens-per-s 2000"),
+    "budget_usd": (MoneySection, "purchase_budget_usd", "--budget-usd", "--budget-usd '$20k'"),
+    "w_per_node": (PowerSection, "w_per_node", "--power-w-per-node", "--power-w-per-node 10.2kW"),
+    "psu_w": (PowerSection, "psu_w", "--psu-w", "--psu-w 1.6kW"),
+    "ttft_p50_s": (TargetsSection, "ttft_p50_s", "--ttft-s", "--ttft-s 500ms"),
+    "tpot_p50_s": (TargetsSection, "tpot_p50_s", "--tpot-s", "--tpot-s 50ms"),
+    "tokens_per_s": (TargetsSection, "tokens_per_s", "--tokens-per-s", "--tokens-per-s 2k"),
 }
 #: Options only one kind of task reads: the shared rule (:func:`gpumatch.workload.rules.misplaced_options`) plus
 #: the plan's own (its micro-batch and sequence length, its latency targets).
@@ -198,19 +199,45 @@ _BOUNDS = {"batch": rules.MAX_BATCH, "micro_batch": rules.MAX_BATCH, "max_gpus":
 
 
 def check_quantities(opts: dict[str, Any]) -> None:
-    """Finite, and valid by the workload file's rule for the same field (budget, power, targets > 0)."""
+    """Parse and check the quantities in ``opts`` (in place) by the workload file's rule for the same field: the
+    same unit strings ("1.6kW", "$20k", "500ms", "2k"), finite, in range (budget, power, targets > 0)."""
     for name, (section, fld, flag, example) in _SCHEMA_CHECKED.items():
         if name not in opts:
             continue
-        value = opts[name]
+        value = _plain_number(opts[name])
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"{flag} must be a finite number, got {value}", f"give a number, e.g. {example}")
+        if name == "tokens_per_s" and isinstance(value, str):
+            value = _rate(value, flag, example)
         try:
-            section.model_validate({fld: value})
+            opts[name] = getattr(section.model_validate({fld: value}), fld)
         except ValidationError as e:
             msg = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
-            raise InputError(f"{flag} {value:g}: {msg[:1].lower()}{msg[1:]}",
+            shown = f"{value:g}" if isinstance(value, float | int) else repr(value)
+            raise InputError(f"{flag} {shown}: {msg[:1].lower()}{msg[1:]}",
                              f"e.g. {example}, or leave {flag} out") from e
+
+
+def _plain_number(value: Any) -> Any:
+    """A flag's text that is a bare number ("1600", "-5", "nan") as a float, so it meets the same checks as a
+    number from a file; text with a unit ("1.6kW") is left to the field's parser."""
+    if isinstance(value, str):
+        try:
+            return float(value.replace("_", ""))
+        except ValueError:
+            return value
+    return value
+
+
+def _rate(text: str, flag: str, example: str) -> float:
+    """'2000', '2k', '2k tokens/s' -> tokens per second (the counts of :func:`quantities.token_count`)."""
+    core = text.strip()
+    for unit in ("tokens/s", "token/s", "tok/s", "/s"):
+        core = core.removesuffix(unit).strip()
+    try:
+        return float(quantities.token_count(core))
+    except ValueError as e:
+        raise InputError(f"{flag}: {e}", f"e.g. {example}") from None
 
 
 def check_task_options(req: PlanRequest, given: set[str]) -> None:
@@ -235,6 +262,21 @@ def check_task_options(req: PlanRequest, given: set[str]) -> None:
                          "gpus.deny)", "keep it in one list")
 
 
+def _training_precision(req: PlanRequest, given: set[str]) -> PlanRequest:
+    """QLoRA plans a 4-bit base (nf4 unless int4/fp4 is named): a 16-bit precision given with it is an error, a
+    16-bit one inherited (the default, a LoRA file's base) becomes nf4. Other training tasks refuse 4/8-bit
+    integer weights (not a training recipe). The same rules as ``gpumatch estimate``."""
+    if req.task == "qlora" and req.precision not in FOUR_BIT:
+        if "precision" in given:
+            raise InputError(f"task 'qlora' keeps the frozen base in 4 bits, but --precision is {req.precision!r}",
+                             "use --precision nf4, or --task lora for a 16-bit base")
+        return replace(req, precision="nf4")
+    if req.training and req.task != "qlora" and req.precision in ("int8", *FOUR_BIT):
+        raise InputError(f"{req.task} with {req.precision} weights is not a training recipe",
+                         "use --task qlora for a 4-bit base, or bf16/fp8 for full training")
+    return req
+
+
 def with_options(base: PlanRequest | None, model: ModelArch | None, **options: Any) -> PlanRequest:
     """A request from CLI-style options, on top of ``base`` (a workload's request) when given.
 
@@ -253,9 +295,9 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
         opts["task"] = "infer" if task == "dev" else task
     if "price_basis" in opts:
         check_basis(opts["price_basis"], "--price-basis")
-    for name in ("precision", "kv_precision"):
-        if name in opts and opts[name] not in _PRECISIONS:
-            raise InputError(f"unknown {name.replace('_', ' ')} {opts[name]!r}", f"use one of {', '.join(_PRECISIONS)}")
+    for name, allowed in (("precision", _PRECISIONS), ("kv_precision", KV_PRECISIONS)):
+        if name in opts and opts[name] not in allowed:
+            raise InputError(f"unknown {name.replace('_', ' ')} {opts[name]!r}", f"use one of {', '.join(allowed)}")
     for name in _POSITIVE:
         rules.check_size(f"--{name.replace('_', '-')}", opts.get(name), _BOUNDS.get(name, math.inf))
     check_quantities(opts)
@@ -273,6 +315,7 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
         req = replace(base, **opts) if model is None else replace(base, model=model, **opts)
     if req.training and req.dev:
         raise InputError("task 'dev' plans inference; it cannot be combined with training options")
+    req = _training_precision(req, given)
     check_task_options(req, given)
     if req.micro_batch and req.micro_batch > req.batch and req.training:
         raise InputError(f"--micro-batch {req.micro_batch} exceeds the global --batch {req.batch}")

@@ -31,7 +31,7 @@ from gpumatch.estimate import BOUNDS, DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.candidates import GpuTable, gpu_table
 from gpumatch.estimate.precision import WEIGHT_PRECISIONS
 from gpumatch.estimate.setup import SCALEUP_DOMAIN
-from gpumatch.plan import explain, metrics, pricing, rules
+from gpumatch.plan import explain, metrics, pricing, rules, search
 from gpumatch.plan.candidates import TP_DEGREES, CandidateSet, Mitigation, enumerate_candidates
 from gpumatch.plan.inputs import PlanRequest, from_workload
 from gpumatch.plan.roles import (
@@ -67,7 +67,7 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     as_requested: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     price_basis: dict[str, Any] = field(default_factory=dict)
-    """The price basis every candidate used (:func:`gpumatch.plan.pricing.price_summary`): basis, rule, quote
+    """The price basis every candidate used (:func:`gpumatch.plan.metrics.price_summary`): basis, rule, quote
     months, the GPU models without a price on it, and with a budget those without a purchase price."""
     """Per role whose shown entries all change the numerics: the best candidate in the precision as requested
     (None: none is feasible), so an unrequested int4/fp8 pick never hides that the request fits as written."""
@@ -98,9 +98,12 @@ def plan(
     gpus: Sequence[GpuSpec] | None = None,
     calibration: Calibration | None = None,
     margin: float = rules.DEFAULT_MEMORY_MARGIN,
+    progress: search.Progress | None = None,
 ) -> Plan:
     """Plan ``what``. ``roles`` limits the roles shown; ``gpus`` replaces the catalog; ``margin`` is the fraction
-    of GPU memory kept free. The library neither prints nor exits; errors are :class:`GpumatchError`."""
+    of GPU memory kept free; ``progress(phase, done, total)`` is called as the estimate passes advance. The
+    library neither prints nor exits; errors are :class:`GpumatchError` (a search larger than
+    :data:`gpumatch.plan.search.MAX_CANDIDATES` is refused before anything is allocated)."""
     t0 = time.perf_counter()
     req = what if isinstance(what, PlanRequest) else from_workload(what)
     cal = calibration or DEFAULT_CALIBRATION
@@ -110,21 +113,31 @@ def plan(
     facts = rules.gpu_facts(req, specs, domain)
     prices = facts.prices
     check_pins(req)
-    cs = enumerate_candidates(req, len(specs))
+    search.check_size(req, facts.allowed)
+    cs = enumerate_candidates(req, len(specs), facts.allowed)
     if not len(cs):
         raise InputError(f"no GPU count up to {req.max_gpus} ({req.gpus_per_node} per node) takes "
                          f"{_pins(req)}", "raise --max-gpus, change --gpus-per-node, or drop --tp/--pp")
     code = rules.structural(req, facts, cs, _supported(cs, table))
     est: dict[str, FloatArray] = {"total_bytes": np.full(len(cs), np.nan), "capacity_bytes": np.full(len(cs), np.nan)}
     idx = np.flatnonzero(code == 0)
-    mem = metrics.memory(req, table, cs.take(idx), prices, cal)
-    for k, v in mem.items():
-        est[k][idx] = v
-    code[idx] = rules.measured(req, cs.take(idx), mem, margin)
+    for part in search.chunks(idx.size):
+        sub = idx[part]
+        mem = metrics.memory(req, table, cs.take(sub), prices, cal)
+        for k, v in mem.items():
+            est[k][sub] = v
+        code[sub] = rules.measured(req, cs.take(sub), mem, margin)
+        _report(progress, "memory", int(part[-1]) + 1 if part.size else 0, idx.size)
     fit = idx[code[idx] == 0]
-    perf = metrics.performance(req, table, cs.take(fit), prices, req.site, cal)
-    perf["ttft_p50_s"] = rules.ttft_s(perf, cs.take(fit))[0] if not req.training else np.full(fit.size, np.nan)
-    code[fit] = rules.measured(req, cs.take(fit), perf, margin)
+    parts = []
+    for part in search.chunks(fit.size):
+        sub = fit[part]
+        one = metrics.performance(req, table, cs.take(sub), prices, req.site, cal)
+        one["ttft_p50_s"] = rules.ttft_s(one, cs.take(sub))[0] if not req.training else np.full(sub.size, np.nan)
+        code[sub] = rules.measured(req, cs.take(sub), one, margin)
+        parts.append(one)
+        _report(progress, "speed and cost", int(part[-1]) + 1 if part.size else 0, fit.size)
+    perf = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     ok = code[fit] == 0
     feasible, fperf = fit[ok], {k: v[ok] for k, v in perf.items()}
     chosen = _roles(req, roles)
@@ -147,9 +160,15 @@ def plan(
         feasible=int(feasible.size),
         elapsed_s=time.perf_counter() - t0,
         basis=cal.basis,
-        notes=_notes(req, shortlist, chosen, bool(rejected)) + _price_notes(price_info),
+        notes=_notes(req, shortlist, chosen, bool(rejected)) + _price_notes(price_info)
+        + tuple(n for n in (search.pruned_note(req),) if n),
         price_basis=price_info,
     )
+
+
+def _report(progress: search.Progress | None, phase: str, done: int, total: int) -> None:
+    if progress is not None:
+        progress(phase, done, total)
 
 
 def check_pins(req: PlanRequest) -> None:
@@ -298,6 +317,7 @@ def _entry(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, i: int, pm
         "headroom_fraction": 1.0 - float(pm["total_bytes"][j] / pm["capacity_bytes"][j]),
         "flags": rules.flags(req, facts, one, 0, one_est),
         "cost": explain.cost_text(est, req) if priced else choice.text(),
+        "estimate_options": estimate_options(req, cs, i),
         **price_fields(choice, priced),
     }
     return entry
@@ -309,6 +329,34 @@ def price_fields(choice: PriceChoice, priced: bool) -> dict[str, Any]:
     unknown and it was ranked without the cost term; empty when priced)."""
     return {"priced": priced, "price": choice.to_dict(), "price_text": choice.text(),
             "unpriced": "" if priced else unpriced_mark(choice.basis)}
+
+
+def estimate_options(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, Any]:
+    """The :func:`gpumatch.estimate.estimate` keywords (with ``count``) that evaluate candidate ``i`` alone.
+
+    ``gpumatch estimate`` with these options gives the same memory, times, tokens/s and cost as the plan entry:
+    both go through the same engine functions (the agreement is tested). Inference: ``dp`` is the replicas,
+    ``batch`` the sequences per replica and ``in_flight`` the sequences over all replicas (less than
+    ``batch × dp`` when the replicas do not divide the requests in flight).
+    """
+    mit = cs.mitigations[int(cs.mit[i])]
+    task = "qlora" if mit.qlora else req.task
+    opts: dict[str, Any] = {
+        "task": task, "count": int(cs.count[i]), "tp": int(cs.tp[i]), "pp": int(cs.pp[i]), "dp": int(cs.dp[i]),
+        "batch": int(cs.micro[i]), "precision": "nf4" if task == "qlora" else mit.precision,
+        "gpus_per_node": req.gpus_per_node, "price_basis": req.price_basis,
+    }
+    if req.training:
+        opts.update(seq=req.seq, zero=int(cs.zero[i]), micro_batches=int(cs.accum[i]), recompute=mit.recompute,
+                    optimizer=req.optimizer, master_weights=req.master_weights, offload_optimizer=mit.offload)
+        if task in ("lora", "qlora"):
+            opts["lora_rank"] = req.lora_rank
+    else:
+        opts.update(prompt=req.prompt, gen=req.gen, in_flight=min(req.batch, int(cs.micro[i]) * int(cs.dp[i])))
+        kv = mit.kv_precision or req.kv_precision
+        if kv:
+            opts["kv_precision"] = kv
+    return opts
 
 
 def _f(v: Any) -> float | None:
@@ -431,4 +479,14 @@ def _notes(req: PlanRequest, shortlist: dict[str, list[dict[str, Any]]], chosen:
             out.append(f"no feasible candidate for the {r.title} role: {why}")
     if req.task == "infer" and req.dev:
         out.append("task 'dev' is planned as single-stream inference of the model (load, run, profile)")
+    out.append(THROUGHPUT_NOTE[req.training])
     return tuple(out)
+
+
+THROUGHPUT_NOTE = {
+    True: "tok/s: tokens trained per second over all data-parallel ranks (as 'gpumatch estimate' gives them "
+          "for a pick's estimate_options)",
+    False: "tok/s: tokens generated per second over all replicas, prefill included; TTFT: one prompt alone on "
+           "an idle replica (as 'gpumatch estimate' gives them)",
+}
+"""What the shortlist's throughput counts, said once per plan."""

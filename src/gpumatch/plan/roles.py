@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec
+from gpumatch.plan.candidates import kv_as_written
 from gpumatch.plan.inputs import PlanRequest
 from gpumatch.workload import SCORE_TERMS
 
@@ -201,6 +202,6 @@ def mitigation_risk(req: PlanRequest, precision: str, kv_precision: str | None, 
     elif precision != req.precision:
         key = "fp8-training" if req.training and precision == "fp8" else precision
         risk += MITIGATION_RISK.get(key, 0.0)
-    if kv_precision and kv_precision != (req.kv_precision or req.precision) and kv_precision == "fp8":
+    if kv_precision and kv_precision != kv_as_written(req) and kv_precision == "fp8":
         risk += MITIGATION_RISK["kv-fp8"]
     return risk

@@ -144,11 +144,10 @@ def measured(req: PlanRequest, cs: CandidateSet, est: dict[str, Any], margin: fl
 
 
 def ttft_s(est: dict[str, Any], cs: CandidateSet) -> tuple[Any, Any]:
-    """(p50, p99) time to first token: one prompt's share of the batch prefill (prefill is compute-bound and
-    linear in tokens), and the whole batch's prefill (a burst arriving together). An approximation: the
-    estimator has no queueing model."""
-    pre = est["prefill_s"]
-    return pre / np.maximum(cs.micro, 1), pre
+    """(p50, p99) time to first token: the estimator's ``ttft_s`` (one prompt's prefill on an idle replica, as
+    ``gpumatch estimate`` reports it) and the prefill of a replica's whole batch (a burst arriving together). An
+    approximation: the estimator has no queueing model."""
+    return est["ttft_s"], est["prefill_s"]
 
 
 def _first(checks: list[tuple[str, Any]], n: int) -> IntArray:
@@ -218,10 +217,22 @@ def _describe_measured(name: str, req: PlanRequest, cs: CandidateSet, i: int, es
     need = req.required_tokens_per_s or 0.0
     have = est["tokens_per_s"][i]
     if name == "deadline":
-        return (f"{have:,.0f} tokens/s needs {req.train_tokens / have / 3600:.0f} h for {req.train_tokens:.3g} tokens; "
-                f"deadline {req.deadline_s / 3600:.0f} h ({need:,.0f} tokens/s)") if req.train_tokens and \
-            req.deadline_s else f"{have:,.0f} tokens/s < target {need:,.0f}"
+        if not (req.train_tokens and req.deadline_s):
+            return f"{have:,.0f} tokens/s < target {need:,.0f}"
+        took, limit = _apart(req.train_tokens / have / 3600, req.deadline_s / 3600)
+        return (f"{have:,.0f} tokens/s needs {took} h for {req.train_tokens:.3g} tokens; deadline {limit} h "
+                f"({need:,.0f} tokens/s; {need / have - 1:.1%} short)")
     return f"{have:,.0f} generated tokens/s < target {need:,.0f}"
+
+
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest decimals (0-3) that do not print them equal ("168.4" vs "168", not both
+    "168"), so a shortfall never reads as "needs 168 h, deadline 168 h"."""
+    for digits in range(4):
+        x, y = f"{a:,.{digits}f}", f"{b:,.{digits}f}"
+        if x != y:
+            return x, f"{b:,.0f}" if b == round(b) else y
+    return f"{a:,.3f}", f"{b:,.3f}"
 
 
 def _ms(v: float | None) -> str:
