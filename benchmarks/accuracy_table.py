@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpumatch.bench.accuracy import MeasuredCase, load_cases, rows
+from gpumatch.calibrate.cases import MeasuredCase, load_cases
+from gpumatch.calibrate.compare import rows
 from gpumatch.estimate import Calibration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,8 +255,8 @@ def render(table: list[dict[str, Any]], llma_note: str, env: str) -> str:
         env,
         "",
         "Error = (predicted − measured) / measured. **Fit** cases set the `Calibration` defaults "
-        "(`benchmarks/fit_calibration.py`); **held-out** cases were not used to fit anything. Rules in "
-        "`src/gpumatch/bench/accuracy.py`. Goal (issue 3): every prediction within 10%.",
+        "(`gpumatch.calibrate.fit`, run by `benchmarks/fit_calibration.py`); **held-out** cases were not used to fit "
+        "anything. Rules in `src/gpumatch/calibrate/cases.py`. Goal (issue 3): every prediction within 10%.",
         "",
         "What is measured: decode = one greedy step of a static-KV-cache decoder with torch.compile + CUDA graph "
         "(`compiled-graph`; the plain CUDA-graph step is listed beside it as *eager graph*), random bf16 weights, "

@@ -1,7 +1,7 @@
 """Regenerate docs/published-serving.md: gpumatch against TensorRT-LLM's published serving measurements.
 
 Usage: ``python benchmarks/published_table.py [--out docs/published-serving.md]``. The data and the comparison
-rules are in ``tests/data/published/trtllm-serving.toml`` and :mod:`gpumatch.bench.published`; the reference
+rules are in ``tests/data/published/trtllm-serving.toml`` and :mod:`gpumatch.calibrate.published`; the reference
 test ``tests/reference/test_published_serving.py`` holds the same cases to their tolerances.
 """
 
@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from gpumatch.bench.published import load, rows
+from gpumatch.calibrate.published import load, rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "published" / "trtllm-serving.toml"
@@ -98,7 +98,7 @@ def render(table: list[dict[str, Any]], sources: dict[str, dict[str, str]]) -> s
         "These are the vendor's own measurements of TensorRT-LLM on H100, H200, L40S and A100, taken with engines "
         "gpumatch never ran; nothing here was fitted on (the efficiencies come from one H200 with PyTorch, "
         "docs/accuracy.md). Error = (predicted − published) / published. How each scenario is predicted: "
-        "`src/gpumatch/bench/published.py` (max-throughput: the best batch of a ladder that fits in gpumatch's "
+        "`src/gpumatch/calibrate/published.py` (max-throughput: the best batch of a ladder that fits in gpumatch's "
         "memory model; static-batch: the stated batch; first-token: batch 1).",
         "",
         "## Sources",

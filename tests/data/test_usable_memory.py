@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from gpumatch.catalog import GpuFile, load_catalog
-from gpumatch.catalog.memory import MIB, PROCESS_RESERVES, facts_from_file, memory_family, usable_memory
+from gpumatch.catalog.memory import PROCESS_RESERVES, facts_from_file, memory_family, usable_memory
 from gpumatch.estimate.api import estimate
 from gpumatch.estimate.candidates import gpu_table
+from gpumatch.units import MIB
 
 DATA_DIR = Path(str(resources.files("gpumatch.catalog") / "data" / "gpus"))
 MEASURED = Path(__file__).parent / "measurements" / "2026-12-03-h200-usable-memory.json"

@@ -2,7 +2,7 @@
 
 Source of the measured values: benchmarks/gpu/run_suite.py on the device pool's H200s (three runs; environment,
 plan and raw timings inside each JSON). Comparison rules and the fit / held-out split:
-src/gpumatch/bench/accuracy.py. Tolerance: 10% relative error on every case (issue 3's goal), fit and
+src/gpumatch/calibrate/cases.py. Tolerance: 10% relative error on every case (issue 3's goal), fit and
 held-out alike. Cases known to miss it are listed in KNOWN_MISSES as strict xfails, so the table in
 docs/accuracy.md and this test say the same thing, and a fixed estimator turns them into failures to clean up.
 """
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumatch.bench.accuracy import MeasuredCase, load_cases, predict, rel_error
+from gpumatch.calibrate.cases import MeasuredCase, load_cases
+from gpumatch.calibrate.compare import predict, rel_error
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
 TOLERANCE = 0.10

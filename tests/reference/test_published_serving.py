@@ -1,7 +1,7 @@
 """gpumatch's serving estimates against TensorRT-LLM's published measurements (H100, H200, L40S, A100).
 
 Source: tests/data/published/trtllm-serving.toml (NVIDIA/TensorRT-LLM docs, commits named in the file);
-comparison rules: src/gpumatch/bench/published.py; the full table: docs/published-serving.md. Nothing here
+comparison rules: src/gpumatch/calibrate/published.py; the full table: docs/published-serving.md. Nothing here
 was fitted on: gpumatch's efficiencies come from one H200 running PyTorch (docs/accuracy.md).
 
 Tolerances, by what the data can show:
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumatch.bench.published import PublishedCase, load, predict
+from gpumatch.calibrate.published import PublishedCase, load, predict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published" / "trtllm-serving.toml"
 CASES, SOURCES = load(DATA)

@@ -27,6 +27,7 @@ from gpumatch.bench.llama import Llama, attention_path, decode_logits, decode_st
 from gpumatch.bench.timing import synchronize, time_fn
 
 VARIANTS = ("eager", "compiled", "graph", "compiled-graph")
+"""The decode variants :func:`decode_case` times (module docstring); any other name is refused."""
 
 
 def _layer_call(block: Any, x: torch.Tensor, rope: torch.Tensor, pos: torch.Tensor,
@@ -81,7 +82,13 @@ def decode_case(
     compiled: Callable[..., torch.Tensor] | None = None,
     caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Time one decode step at (batch, context) for each variant; one result dict per variant."""
+    """Time one decode step at (batch, context) for each variant; one result dict per variant.
+
+    A variant not in :data:`VARIANTS` is a ValueError before anything runs (it would otherwise be timed as
+    ``graph`` under a wrong name)."""
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown decode variant {unknown[0]!r}; one of {', '.join(VARIANTS)}")
     dev = model.embed.weight.device
     s = model.s
     if caches is None:

@@ -16,8 +16,9 @@ from typing import Any
 import torch
 
 from gpumatch.bench.timing import time_fn
+from gpumatch.units import GIB, MIB
 
-_ROTATE_BYTES = 256 * 2**20  # exceed the H200's 60 MB L2 several times over
+_ROTATE_BYTES = 256 * MIB  # exceed the H200's 60 MB L2 several times over
 
 
 def gemm_case(m: int, n: int, k: int, device: torch.device, iters: int = 20) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def copy_case(size_bytes: int, device: torch.device, iters: int = 20) -> dict[st
     n = size_bytes // 2
     src = torch.randn(n, device=device, dtype=torch.bfloat16)
     dst = torch.empty_like(src)
-    inner = max(1, min(100, (1 << 30) // max(size_bytes, 1)))
+    inner = max(1, min(100, GIB // max(size_bytes, 1)))
     copy_t = time_fn(lambda: dst.copy_(src), device, warmup=3, iters=iters, inner=inner)
     read_t = time_fn(lambda: src.sum(), device, warmup=3, iters=iters, inner=inner)
     return {

@@ -1,20 +1,21 @@
 """Llama-3-shaped architectures as plain values (no torch, no pydantic).
 
-Published shapes (Hugging Face ``config.json`` of each model):
-- Llama-3-8B / 3.1-8B: 32 layers, hidden 4096, 32 heads, 8 KV heads, head 128, FFN 14336, vocab 128256,
-  untied, rope_theta 500000 (https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json).
-- Llama-3.2-1B: 16 layers, hidden 2048, 32 heads, 8 KV heads, head 64, FFN 8192, vocab 128256, tied
-  (https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json).
-- Llama-3.2-3B: 28 layers, hidden 3072, 24 heads, 8 KV heads, head 128, FFN 8192, vocab 128256, tied
-  (https://huggingface.co/meta-llama/Llama-3.2-3B/blob/main/config.json).
+The dimensions come from gpumatch's model presets (``gpumatch/models/data/*.toml``, each with the URL of the
+Hugging Face ``config.json`` it transcribes), read by :func:`gpumatch.models.builtin.builtin_arch`; the bench
+adds only what the presets leave out (``rope_theta``) and its own names, which the committed measurement files
+use (``tests/data/measurements``), so they stay as they are:
+
+- ``llama-3-8b``: preset ``llama-3.1-8b`` (same shapes as Llama-3-8B; only the RoPE scaling and context differ).
+- ``llama-3.2-1b``, ``llama-3.2-3b``: the presets of those names.
 
 Llama-style stand-ins with other models' dimensions (the bench model has no QKV bias, so the Qwen shapes
-differ from Qwen2.5 by those bias vectors only; the estimates use the same shapes):
-- Mistral-7B-v0.1: 32 layers, hidden 4096, 32 heads, 8 KV heads, FFN 14336, vocab 32000, untied
-  (https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json).
-- Qwen2.5-0.5B / 1.5B / 7B / 14B: 24/28/28/48 layers, hidden 896/1536/3584/5120, heads 14/12/28/40, KV heads
-  2/2/4/8, FFN 4864/8960/18944/13824, vocab 151936/151936/152064/152064, tied/tied/untied/untied
-  (https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json and the siblings' config.json).
+differ from Qwen2.5 by those bias vectors only, and no sliding window; the estimates use the same shapes):
+
+- ``mistral-7b-shape``: preset ``mistral-7b`` (Mistral-7B-v0.1), rope_theta 10000.
+- ``qwen2.5-7b-shape``, ``qwen2.5-14b-shape``: presets ``qwen2.5-7b``, ``qwen2.5-14b``, rope_theta 1e6.
+- ``qwen2.5-0.5b-shape``, ``qwen2.5-1.5b-shape`` (no preset): 24/28 layers, hidden 896/1536, heads 14/12, KV
+  heads 2/2, head 64/128, FFN 4864/8960, vocab 151936, tied
+  (https://huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json and Qwen2.5-1.5B's).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from gpumatch.models.builtin import builtin_arch
 
 # Accepted spellings of each field: the bench's short names and ModelArch's names.
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -98,22 +101,22 @@ class LlamaShape:
         return 2 * self.layers * self.kv_heads * self.head_dim * 2
 
 
-LLAMA_3_8B: dict[str, Any] = {
-    "name": "llama-3-8b", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128,
-    "ffn": 14336, "vocab": 128256, "tied": False, "rope_theta": 500000.0,
-}
-LLAMA_3_2_1B: dict[str, Any] = {
-    "name": "llama-3.2-1b", "layers": 16, "hidden": 2048, "heads": 32, "kv_heads": 8, "head_dim": 64,
-    "ffn": 8192, "vocab": 128256, "tied": True, "rope_theta": 500000.0,
-}
-LLAMA_3_2_3B: dict[str, Any] = {
-    "name": "llama-3.2-3b", "layers": 28, "hidden": 3072, "heads": 24, "kv_heads": 8, "head_dim": 128,
-    "ffn": 8192, "vocab": 128256, "tied": True, "rope_theta": 500000.0,
-}
-MISTRAL_7B: dict[str, Any] = {
-    "name": "mistral-7b-shape", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128,
-    "ffn": 14336, "vocab": 32000, "tied": False, "rope_theta": 10000.0,
-}
+def from_preset(preset: str, name: str = "", rope_theta: float = 500000.0) -> dict[str, Any]:
+    """A bench shape with the dimensions of the built-in model preset ``preset`` (its canonical name), named
+    ``name`` (the preset's by default). Presets the bench model cannot run (MoE, MLA, ungated MLP) are refused."""
+    arch = builtin_arch(preset)
+    odd = [k for k in ("experts", "q_lora_rank", "kv_lora_rank") if arch.get(k)]
+    if odd or arch.get("gated_mlp", True) is not True:
+        raise ValueError(f"preset {preset} is not a dense Llama-style decoder ({', '.join(odd) or 'gated_mlp'})")
+    s = LlamaShape.from_dict(arch)
+    return {"name": name or preset, "layers": s.layers, "hidden": s.hidden, "heads": s.heads, "kv_heads": s.kv_heads,
+            "head_dim": s.head_dim, "ffn": s.ffn, "vocab": s.vocab, "tied": s.tied, "rope_theta": rope_theta}
+
+
+LLAMA_3_8B = from_preset("llama-3.1-8b", "llama-3-8b")
+LLAMA_3_2_1B = from_preset("llama-3.2-1b")
+LLAMA_3_2_3B = from_preset("llama-3.2-3b")
+MISTRAL_7B = from_preset("mistral-7b", "mistral-7b-shape", rope_theta=10000.0)
 QWEN2_5_0_5B: dict[str, Any] = {
     "name": "qwen2.5-0.5b-shape", "layers": 24, "hidden": 896, "heads": 14, "kv_heads": 2, "head_dim": 64,
     "ffn": 4864, "vocab": 151936, "tied": True, "rope_theta": 1000000.0,
@@ -122,14 +125,8 @@ QWEN2_5_1_5B: dict[str, Any] = {
     "name": "qwen2.5-1.5b-shape", "layers": 28, "hidden": 1536, "heads": 12, "kv_heads": 2, "head_dim": 128,
     "ffn": 8960, "vocab": 151936, "tied": True, "rope_theta": 1000000.0,
 }
-QWEN2_5_7B: dict[str, Any] = {
-    "name": "qwen2.5-7b-shape", "layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 4, "head_dim": 128,
-    "ffn": 18944, "vocab": 152064, "tied": False, "rope_theta": 1000000.0,
-}
-QWEN2_5_14B: dict[str, Any] = {
-    "name": "qwen2.5-14b-shape", "layers": 48, "hidden": 5120, "heads": 40, "kv_heads": 8, "head_dim": 128,
-    "ffn": 13824, "vocab": 152064, "tied": False, "rope_theta": 1000000.0,
-}
+QWEN2_5_7B = from_preset("qwen2.5-7b", "qwen2.5-7b-shape", rope_theta=1000000.0)
+QWEN2_5_14B = from_preset("qwen2.5-14b", "qwen2.5-14b-shape", rope_theta=1000000.0)
 PRESETS: dict[str, dict[str, Any]] = {d["name"]: d for d in (
     LLAMA_3_8B, LLAMA_3_2_1B, LLAMA_3_2_3B, MISTRAL_7B, QWEN2_5_0_5B, QWEN2_5_1_5B, QWEN2_5_7B, QWEN2_5_14B)}
 

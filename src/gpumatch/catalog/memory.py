@@ -69,9 +69,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpumatch.catalog.schema import GpuFile
+from gpumatch.units import MIB
 
-MIB = 2**20
-GIB = 2**30
 Rule = Literal["process", "driver-reserved", "driver-fitted", "datasheet"]
 RULE_TEXT: dict[str, str] = {
     "process": "process-side reading",

@@ -9,6 +9,7 @@ import typer
 
 from gpumatch.cli.common import Format, FormatOption, emit_object, emit_rows
 from gpumatch.errors import InputError
+from gpumatch.units import KIB
 
 app = typer.Typer(
     help="Model architectures: presets from published configs, or a local Hugging Face config.json.",
@@ -32,7 +33,7 @@ def _summary(m: Any) -> dict[str, Any]:
         "ffn": m.ffn_size,
         "vocab": m.vocab_size,
         "moe": moe,
-        "kv_KiB/token": round(m.kv_bytes_per_token(2) / 1024, 1),
+        "kv_KiB/token": round(m.kv_bytes_per_token(2) / KIB, 1),
     }
 
 

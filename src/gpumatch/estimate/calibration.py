@@ -1,8 +1,10 @@
 """Efficiencies and overheads that turn peak numbers into honest estimates.
 
 A :class:`Calibration` is a frozen value with a ``basis`` ("assumed" or "calibrated") and a
-``provenance`` string saying where its numbers come from. The estimators never read a store: a
-calibration fitted from measurements is passed in as a value (``Calibration.from_dict``).
+``provenance`` string saying where its numbers come from. The estimators never read a store or a
+measurement: :func:`gpumatch.calibrate.fit.fit_calibration` fits one to measured cases and returns it as a
+value, which comes back here as JSON (``Calibration.from_dict``, :func:`load_calibration_file`). This module
+holds only the type and its defaults (:data:`DEFAULT_CALIBRATION`); docs/calibration.md describes the loop.
 
 Efficiency curves depend on operator size, as measured kernels do (estimator-formulas.md, D):
 ``eta(x) = eta_max * x / (x + x_half)``, a saturating curve that is ``eta_max / 2`` at ``x_half``.
@@ -25,13 +27,14 @@ Default numbers (basis "assumed") and where they come from:
   compute-bound work at the power cap (681-689 W sustained in a bf16 GEMM, same probe).
 - ``low_precision_gemm_efficiency_ratio = 0.92``: fp8 against bf16 sustained GEMM efficiency, measured on an
   H200 (field docstring).
-- fitted 2026-12-02 on one H200 (benchmarks/fit_calibration.py; fit set = decode at context 2048, prefill at
-  batch 1, Llama-3.2-1B training with fp32 master weights and no recompute; docs/accuracy.md has the error
-  table on the held-out cases): gemm_efficiency_max 0.61 and attention_efficiency_max 0.28 (sustained,
-  power-capped; short GEMM bursts in the microbenchmark reached 0.79), elementwise bytes 139 per h and 13
-  per f (eager PyTorch), eager_launch_s 14 us, train_step_overhead_s 11 ms, optimizer_traffic_factor 2.1,
-  fragmentation 0.105 of dynamic bytes (max_memory_reserved against allocated), logits 15.4 bytes per
-  element, norm_saved_bytes_per_element 6.6.
+- fitted 2026-12-02 on one H200 by :mod:`gpumatch.calibrate.fit` (``benchmarks/fit_calibration.py``) on the
+  fit set of :mod:`gpumatch.calibrate.cases` in tests/data/measurements/2026-12-02-h200-{decode,prefill,
+  train}.json (decode at context 2048, prefill at batch 1, Llama-3.2-1B training with fp32 master weights and
+  no recompute), rounded by hand; docs/accuracy.md has the error table on the held-out cases:
+  gemm_efficiency_max 0.61 and attention_efficiency_max 0.28 (sustained, power-capped; short GEMM bursts in
+  the microbenchmark reached 0.79), elementwise bytes 139 per h and 13 per f (eager PyTorch), eager_launch_s
+  14 us, train_step_overhead_s 11 ms, optimizer_traffic_factor 2.1, fragmentation 0.105 of dynamic bytes
+  (max_memory_reserved against allocated), logits 15.4 bytes per element, norm_saved_bytes_per_element 6.6.
 - everything else: assumed, stated per field below.
 """
 
@@ -53,8 +56,9 @@ class Calibration:
     """Efficiencies (fractions of peak) and overheads (SI) used by every estimator."""
 
     basis: str = "assumed"
-    provenance: str = ("defaults fitted on one H200 (2026-12-02, tests/data/measurements, fit set of "
-                       "gpumatch.bench.accuracy); assumed for other cards")
+    provenance: str = ("defaults fitted on one H200 by gpumatch.calibrate.fit (2026-12-02, fit set of "
+                       "tests/data/measurements/2026-12-02-h200-{decode,prefill,train}.json); assumed for other "
+                       "cards")
     fitted_on: tuple[str, ...] = ("H200 SXM 141GB",)
     """Catalog names of the GPUs the efficiencies were fitted on (empty = fitted on none)."""
     fitted_error_fraction: float = 0.10
@@ -294,3 +298,5 @@ def load_calibration_file(path: str | os.PathLike[str]) -> Calibration:
 
 
 DEFAULT_CALIBRATION = Calibration()
+"""The shipped defaults: fitted fields from :mod:`gpumatch.calibrate.fit` on the files its provenance names, the
+rest measured by probes or assumed (module docstring). Replace them by copying a new fit's fields here."""

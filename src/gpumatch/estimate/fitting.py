@@ -30,6 +30,7 @@ from gpumatch.estimate.power import Site
 from gpumatch.estimate.precision import bytes_per_element
 from gpumatch.estimate.setup import Request, build_case
 from gpumatch.models.arch import ModelArch
+from gpumatch.units import GIB
 
 MAX_GPUS_TRIED = 64
 """More GPUs are tried up to this count; beyond it ``gpumatch plan`` is the tool."""
@@ -145,7 +146,7 @@ def describe(fix: Fix, req: Request, given: dict[str, float], usd_per_million_to
     change can be stated); ``usd_per_million_tokens`` the change's price on the estimate's price basis.
     """
     m = fix.metrics
-    mem = f"{m['total_bytes'] / 2**30:.1f} of {m['capacity_bytes'] / 2**30:.1f} GiB per GPU"
+    mem = f"{m['total_bytes'] / GIB:.1f} of {m['capacity_bytes'] / GIB:.1f} GiB per GPU"
     if req.training:
         speed = f"step {m['step_s']:.3g} s ({_change(m['step_s'], given['step_s'])} vs as given), " \
                 f"{m['tokens_per_s']:,.0f} trained tokens/s"

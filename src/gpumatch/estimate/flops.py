@@ -56,11 +56,6 @@ def decode_context(prompt: Num, gen: Num) -> Num:
     return prompt + (gen + 1.0) / 2.0
 
 
-def forward_flops_per_token(m: ModelNums, context: Num) -> Num:
-    """Forward FLOPs of one token at mean attended ``context`` (all layers, LM head included)."""
-    return 2.0 * m.matmul_params_active + m.layers * attention_flops(m, 1.0, context)
-
-
 def training_multipliers(c: Case) -> tuple[Num, Num]:
     """(GEMM, attention-core) work per training step in units of one forward (module docstring)."""
     gemm = 2.0 + c.full_train + c.rc_full

@@ -59,7 +59,3 @@ def idle_power_w(c: Case, cal: Calibration) -> Num:
 def facility_power_w(gpu_w: Num, count: Num, site: Site) -> Num:
     """Wall power of ``count`` GPUs plus their hosts' share, times the PUE."""
     return (gpu_w + site.host_power_w_per_gpu) * count * site.pue
-
-
-def joules_per_token(power_w: Num, tokens_per_s: Num) -> Num:
-    return power_w / tokens_per_s

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumatch.units import GIB
+
 MEMORY_KEYS = (
     "weights_bytes",
     "gradients_bytes",
@@ -70,7 +72,7 @@ class MemoryEstimate:
         extra = self.items.get("not_at_peak_bytes", 0.0)
         if extra <= 0.0:
             return ""
-        return (f"total = items - {extra / 2**30:.2f} GiB: gradients and activations do not peak together (one GPU, "
+        return (f"total = items - {extra / GIB:.2f} GiB: gradients and activations do not peak together (one GPU, "
                 "no gradient accumulation: backward frees activations as it creates gradients, so the peak holds "
                 "the larger of the two)")
 

@@ -11,9 +11,7 @@ Lookup (:func:`get_model`) is case- and punctuation-insensitive through :mod:`gp
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from pydantic import ValidationError
 from gpumatch.errors import DataFileError, UnknownNameError
 from gpumatch.files import parse_toml, read_text
 from gpumatch.models.arch import ModelArch
+from gpumatch.models.builtin import builtin_files
 from gpumatch.models.files import field_names, first_error
 from gpumatch.models.hf import import_hf_config
 from gpumatch.models.schema import ModelFile
@@ -53,13 +52,6 @@ def load_model_file(path: Path | Any, label: str) -> ModelArch:
         return ModelFile.model_validate(data).to_arch()
     except ValidationError as e:
         raise first_error(label, e, field_names(ModelFile)) from e
-
-
-def _builtin_files() -> Iterable[tuple[str, Any]]:
-    folder = resources.files("gpumatch.models") / "data"
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".toml"):
-            yield f"built-in model file {entry.name}", entry
 
 
 def _overlay_models(folder: Path) -> list[ModelArch]:
@@ -99,7 +91,7 @@ def load_models(settings: Settings | None = None) -> ModelRegistry:
     s = settings or load_settings()
     key = (str(s.model_overlay_dir), _overlay_stamp(s.model_overlay_dir))
     if key not in _CACHE:
-        builtin = [load_model_file(p, label) for label, p in _builtin_files()]
+        builtin = [load_model_file(p, label) for label, p in builtin_files()]
         _CACHE[key] = ModelRegistry(tuple(_merge(builtin, _overlay_models(s.model_overlay_dir))))
     return _CACHE[key]
 

@@ -15,8 +15,8 @@ import math
 from typing import Any
 
 from gpumatch.plan.inputs import PlanRequest
+from gpumatch.units import GIB
 
-GIB = 2.0**30
 _LOG_TERMS = {"throughput": ("tokens/s", True), "latency": ("latency", False), "cost": ("$ per token", False),
               "energy": ("J per token", False)}
 

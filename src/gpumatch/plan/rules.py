@@ -23,10 +23,10 @@ from gpumatch.catalog import GpuSpec
 from gpumatch.plan.candidates import CandidateSet
 from gpumatch.plan.inputs import PlanRequest
 from gpumatch.plan.pricing import Prices, plan_prices
+from gpumatch.units import GIB
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
-GIB = 2.0**30
 PSU_HEADROOM = 1.5
 """The seed's rule: a PSU rated at 1.5x the nameplate load of GPUs and host."""
 DEFAULT_MEMORY_MARGIN = 0.05

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpumatch.report.render import key_values, to_table
+from gpumatch.units import GIB
 
 if TYPE_CHECKING:
     from gpumatch.telemetry.doctor import DoctorReport
@@ -54,7 +55,7 @@ def environment(m: dict[str, Any], note: str) -> dict[str, Any]:
         view["GPU"] = f"none found: {note}"
     for g in m.get("gpus", []):
         mem = g.get("memory_total_bytes")
-        view[f"GPU {g['index']}"] = (f"{g['name']} ({mem / 2**30:.1f} GiB)" if mem else g["name"]) + (
+        view[f"GPU {g['index']}"] = (f"{g['name']} ({mem / GIB:.1f} GiB)" if mem else g["name"]) + (
             f", cc {g.get('compute_capability')}, {g.get('power_limit_enforced_w') or 0:.0f} W limit")
     view["driver"] = drv.get("driver_version")
     view["CUDA (driver)"] = drv.get("cuda_driver_version_str")

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 from gpumatch.report import human as hu
+from gpumatch.units import GIB
 
 TRAINING = ("train", "finetune", "lora", "qlora")
 MEMORY_ITEMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead", "total", "capacity")
 
 
 def _gib2(v: float) -> str:
-    return f"{v / 2**30:.2f} GiB"
+    return f"{v / GIB:.2f} GiB"
 
 
 def _plain(v: Any) -> Any:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpumatch.report.render import to_table, wrap_block
+from gpumatch.units import GIB
 
 TRAINING = ("train", "finetune", "lora", "qlora")
 NO_RUN = "does not fit"
@@ -31,7 +32,7 @@ def comparison_rows(estimates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     for d in estimates:
         mem = d["memory"]
         row: dict[str, Any] = {"gpu": f"{d['gpu']} ×{d['count']}", "fits": "yes" if d["fits"] else "no",
-                               "GiB/GPU": f"{mem['total_bytes'] / 2**30:.1f}/{mem['capacity_bytes'] / 2**30:.1f}"}
+                               "GiB/GPU": f"{mem['total_bytes'] / GIB:.1f}/{mem['capacity_bytes'] / GIB:.1f}"}
         runs = d["fits"]
         if _training(d):
             row["step"] = _fmt(d["step_s"], ".3g") + " s" if runs else NO_RUN

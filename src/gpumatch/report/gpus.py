@@ -15,6 +15,7 @@ from typing import Any
 from gpumatch.catalog import PRECISIONS, GpuSpec
 from gpumatch.report import human
 from gpumatch.report.render import Column, output_width, to_csv, to_table, wrap_text
+from gpumatch.units import GIB, MIB
 
 LIST_TITLE = "GPU catalog: usable memory, dense peaks (no 2:4 sparsity), TDP, scale-up link"
 _PEAK_LABEL = {"fp16_acc16": "fp16, fp16 acc.", "fp8_acc16": "fp8, fp16 acc.", "fp64_tensor": "fp64 tensor"}
@@ -38,7 +39,7 @@ def _exact(v: Any) -> Any:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f}"
+    return f"{n / GIB:.1f}"
 
 
 def _rule_word(g: GpuSpec) -> str:
@@ -137,7 +138,7 @@ def memory_rows(g: GpuSpec) -> list[dict[str, Any]]:
     rows = [
         _row("memory, usable", f"{human.gib(u.usable_bytes)} ({basis})", g, _RULE_FIGURE[u.rule],
              detail=f"rule: {u.rule_text} ({ecc}): {steps}"),
-        _row("memory, datasheet", f"{gb:g} GB {g.memory_type} (= {u.dram_bytes // 2**20} MiB)", g,
+        _row("memory, datasheet", f"{gb:g} GB {g.memory_type} (= {u.dram_bytes // MIB} MiB)", g,
              "memory.capacity_bytes"),
         _row("memory bandwidth", human.bytes_per_s(g.memory_bandwidth_bytes_per_s), g,
              "memory.bandwidth_bytes_per_s"),

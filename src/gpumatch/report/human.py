@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from gpumatch.units import format_si
+from gpumatch.units import GIB, MIB, format_si
 
 DASH = "-"
 
@@ -27,9 +27,9 @@ def gib(n_bytes: float | None) -> str:
     assert n_bytes is not None
     if n_bytes == 0:
         return "0 GiB"
-    if abs(n_bytes) >= 0.1 * 2**30:
-        return f"{n_bytes / 2**30:.1f} GiB"
-    return f"{n_bytes / 2**20:.0f} MiB" if abs(n_bytes) >= 2**20 else f"{n_bytes / 2**20:.1f} MiB"
+    if abs(n_bytes) >= 0.1 * GIB:
+        return f"{n_bytes / GIB:.1f} GiB"
+    return f"{n_bytes / MIB:.0f} MiB" if abs(n_bytes) >= MIB else f"{n_bytes / MIB:.1f} MiB"
 
 
 def bytes_per_s(v: float | None) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpumatch.report import human
 from gpumatch.report.render import Column, cut, output_width, to_table, wrap_block
+from gpumatch.units import GIB
 
 TRAINING = ("train", "finetune", "lora", "qlora")
 EXAMPLES_PER_REASON = 6
@@ -193,7 +194,7 @@ def shortlist_rows(entries: list[dict[str, Any]], training: bool, req: dict[str,
 
 
 def _gib_number(v: float | None, digits: int = 1) -> str:
-    return "-" if v is None else f"{v / 2**30:.{digits}f}"
+    return "-" if v is None else f"{v / GIB:.{digits}f}"
 
 
 def shortlist_columns(training: bool, per_run: bool = False) -> list[Column]:

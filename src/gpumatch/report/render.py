@@ -34,7 +34,6 @@ from typing import Any, Literal
 
 from gpumatch.report import human
 
-FORMATS = ("table", "json", "csv")
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 40
 GAP = 2

@@ -79,3 +79,13 @@ def test_train_case_runs_and_reports(tmp_path: object) -> None:
     assert row["status"] == "ok"
     assert row["timing"]["n"] == 2 and row["timing"]["median_s"] > 0
     assert row["tokens_per_s"] == pytest.approx(32 / row["timing"]["median_s"])
+
+
+def test_decode_case_refuses_an_unknown_variant() -> None:
+    torch = pytest.importorskip("torch")
+    from gpumatch.bench.decode import decode_case
+    from gpumatch.bench.llama import build_model
+
+    model = build_model(tiny_shape(), torch.device("cpu"), torch.float32)
+    with pytest.raises(ValueError, match="unknown decode variant 'grpah'"):
+        decode_case(model, 1, 8, ["eager", "grpah"])

@@ -15,7 +15,6 @@ import pytest
 from pydantic import ValidationError
 
 from gpumatch.catalog.memory import (
-    MIB,
     MemoryFacts,
     ecc_on_by_default,
     memory_family,
@@ -23,6 +22,7 @@ from gpumatch.catalog.memory import (
     usable_memory,
 )
 from gpumatch.catalog.schema import Memory
+from gpumatch.units import MIB
 
 BASE = MemoryFacts(
     vendor="nvidia", segment="datacenter", architecture="Hopper", memory_type="HBM3", ecc=True, ecc_default=None,

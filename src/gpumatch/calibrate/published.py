@@ -1,8 +1,9 @@
-"""Estimates against published serving measurements (TensorRT-LLM's own tables), case by case.
+"""Predicted against published serving measurements (TensorRT-LLM's own tables), case by case.
 
 No torch here. The data file (``tests/data/published/trtllm-serving.toml``) transcribes the vendor's tables
-with their source and scenario; nothing in it is fitted on. Each case is predicted with
-:func:`gpumatch.estimate.estimate` (task ``serve``: fused kernels, CUDA graphs, split-KV attention):
+with their source and scenario; nothing in it is fitted on (:mod:`gpumatch.calibrate.fit` uses only the
+measured cases). Each case is predicted with :func:`gpumatch.estimate.estimate` (task ``serve``: fused kernels,
+CUDA graphs, split-KV attention):
 
 - ``static-batch``: the stated batch; output tokens/s = batch × osl / (prefill of the batch + osl × TPOT at
   the mean context), which is how gptSessionBenchmark counts it.

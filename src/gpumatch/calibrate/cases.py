@@ -1,7 +1,8 @@
-"""Estimates against measurements: the committed H200 runs as cases, gpumatch's and llm-analysis's predictions.
+"""The measured cases: the committed H200 runs read back as configurations, measured values and fit / held-out sets.
 
-No torch here: this module reads the JSON files that :mod:`benchmarks.gpu.run_suite` wrote (committed under
-``tests/data/measurements/``) and calls :func:`gpumatch.estimate.estimate` on the same configurations.
+No torch and no estimator here: this module reads the JSON files that ``benchmarks/gpu/run_suite.py`` wrote
+(committed under ``tests/data/measurements/``); :mod:`gpumatch.calibrate.compare` predicts the same
+configurations and :mod:`gpumatch.calibrate.fit` fits a :class:`~gpumatch.estimate.Calibration` to the fit set.
 
 Metrics compared (measured value -> estimate key):
 
@@ -21,18 +22,16 @@ contexts and batch sizes -- is held out.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpumatch.bench.shapes import LlamaShape
-from gpumatch.estimate import Calibration, estimate
 from gpumatch.files import parse_json_object, read_text
 from gpumatch.models.arch import ModelArch
 
 GPU = "h200-sxm"
+"""Catalog name of the card every ``*-h200-*.json`` file was measured on."""
 DECODE_VARIANT = "compiled-graph"
 
 
@@ -42,22 +41,29 @@ class MeasuredCase:
 
     case_id: str
     kind: str
-    """decode | prefill | train-time | train-memory"""
+    """decode | prefill | train-time | train-memory | train-fit"""
     shape: dict[str, Any]
     options: dict[str, Any]
     metric: str
     measured: float
     source: str
+    """The measurement file's name (``2026-12-02-h200-decode.json``)."""
     fit: bool
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def arch_of(shape: dict[str, Any]) -> ModelArch:
-    """A :class:`ModelArch` with the bench shape's dimensions (Llama family, gated MLP, two norms)."""
-    s = LlamaShape.from_dict(shape)
-    return ModelArch(name=s.name or "bench-llama", family="llama", layers=s.layers, hidden_size=s.hidden,
-                     heads=s.heads, kv_heads=s.kv_heads, head_dim=s.head_dim, ffn_size=s.ffn,
-                     vocab_size=s.vocab, tied_embeddings=s.tied)
+    """A :class:`ModelArch` with a measured shape's dimensions (Llama family, gated MLP, two norms).
+
+    ``shape`` is a model dict of a measurement file's plan, in the bench's short names (``layers``, ``hidden``,
+    ``heads``, ``kv_heads``, ``head_dim``, ``ffn``, ``vocab``, ``tied``; :class:`gpumatch.bench.shapes.LlamaShape`
+    writes them).
+    """
+    return ModelArch(name=str(shape.get("name") or "bench-llama"), family="llama", layers=int(shape["layers"]),
+                     hidden_size=int(shape["hidden"]), heads=int(shape["heads"]), kv_heads=int(shape["kv_heads"]),
+                     head_dim=int(shape.get("head_dim") or int(shape["hidden"]) // int(shape["heads"])),
+                     ffn_size=int(shape["ffn"]), vocab_size=int(shape["vocab"]),
+                     tied_embeddings=bool(shape["tied"]))
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -145,37 +151,3 @@ def load_cases(directory: Path) -> list[MeasuredCase]:
         if group in readers:
             cases += readers[group](_load(path), path.name, "heldout" not in path.stem)
     return cases
-
-
-def predict(case: MeasuredCase, calibration: Calibration | None = None) -> float:
-    """gpumatch's value for ``case.metric`` (seconds, bytes, or 1.0/0.0 for fits)."""
-    est = estimate(arch_of(case.shape), GPU, calibration=calibration, with_scaling=False, **case.options)
-    if case.metric == "reserved_bytes":
-        items = est.memory.items
-        return float(items["total_bytes"] - items["cuda_context_bytes"] - items["comm_buffer_bytes"])
-    if case.metric == "fits":
-        return 1.0 if est.memory.fits else 0.0
-    return float(est.metrics[case.metric])
-
-
-def rel_error(predicted: float, measured: float) -> float:
-    """(predicted - measured) / measured."""
-    return (predicted - measured) / measured if measured else math.nan
-
-
-def rows(cases: Iterable[MeasuredCase], calibration: Calibration | None = None,
-         other: Callable[[MeasuredCase], float | None] | None = None) -> list[dict[str, Any]]:
-    """One row per case: measured, gpumatch, error, and optionally another estimator's value and error."""
-    out = []
-    for c in cases:
-        p = predict(c, calibration)
-        row: dict[str, Any] = {"case": c.case_id, "kind": c.kind, "metric": c.metric,
-                               "set": "fit" if c.fit else "held-out", "measured": c.measured, "gpumatch": p,
-                               "gpumatch_error": rel_error(p, c.measured) if c.metric != "fits" else math.nan,
-                               "source": c.source, **c.extra}
-        if other is not None:
-            q = other(c)
-            row["llm_analysis"] = q
-            row["llm_analysis_error"] = math.nan if q is None or c.metric == "fits" else rel_error(q, c.measured)
-        out.append(row)
-    return out
