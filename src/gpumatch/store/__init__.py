@@ -24,7 +24,6 @@ from gpumatch.store.migrations import MIGRATIONS
 from gpumatch.store.records import (
     END_STATUSES,
     RUN_STATUSES,
-    SAMPLE_FIELDS,
     CalibrationRecord,
     EventRecord,
     FailureRecord,
@@ -33,6 +32,7 @@ from gpumatch.store.records import (
     RunRecord,
 )
 from gpumatch.store.store import MAX_LOG_EXCERPT_CHARS, Store, open_store
+from gpumatch.telemetry.types import SAMPLE_FIELDS  # the sample columns, defined once by the telemetry layer
 
 __all__ = [
     "APPLICATION_ID",
