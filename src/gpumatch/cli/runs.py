@@ -81,42 +81,10 @@ def export_run(
     store: Path | None = StoreOption,
     force: bool = typer.Option(False, "--force", help="Overwrite the trace file and its .json sidecar if they exist."),
 ) -> None:
-    import sys
+    from gpumatch.store.export import export_trace
 
-    from gpumatch.errors import InputError
-    from gpumatch.store import open_existing_store
-    from gpumatch.telemetry.stored import trace_from_run
-    from gpumatch.telemetry.trace import write_trace
-
-    if output.suffix.lower() not in (".csv", ".parquet"):
-        raise InputError(
-            f"--output must end in .csv or .parquet, not '{output.suffix or output.name}'", "e.g. --output trace.csv"
-        )
-    _check_target(output, force)
-    with open_existing_store(store) as st:
-        data = st.export_run(run_id, samples=True)
-    if not data["samples"]:
-        raise InputError(
-            f"run {run_id} has no telemetry samples", "export a monitor run (gpumatch runs list --kind monitor)"
-        )
-    written = write_trace(trace_from_run(data), output)
-    sys.stderr.write(f"gpumatch: run {run_id} written to {', '.join(str(p) for p in written)}\n")
-
-
-def _check_target(output: Path, force: bool) -> None:
-    """Refuse before reading the store: a missing folder, a folder as target, or files that exist."""
-    from gpumatch.errors import InputError
-    from gpumatch.telemetry.trace import sidecar_path
-
-    folder = output.parent
-    if not folder.is_dir():
-        why = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
-        raise InputError(f"cannot write {output}: {why}", "create the folder first, or choose another --output")
-    for p in (output, sidecar_path(output)):
-        if p.is_dir():
-            raise InputError(f"cannot write {p}: it is a directory", "choose another --output")
-        if p.exists() and not force:
-            raise InputError(f"{p} already exists", "pass --force to overwrite it, or choose another --output")
+    written = export_trace(run_id, output, store=store, force=force)
+    _say(f"run {run_id} written to {', '.join(str(p) for p in written)}")
 
 
 @app.command("check", help="Check the whole store file (SQLite integrity_check) and every manifest's hash; "

@@ -164,3 +164,15 @@ def test_without_the_store_nothing_is_written(garbage: Path, tmp_path: Path) -> 
     out = rec.outcome
     assert out is not None and not out.saved and out.error is None and out.run_id is None and not out.fallback
     assert not list(tmp_path.glob("gpumatch-*"))
+
+
+def test_an_exception_with_an_unwritable_store_still_leaves_everything_in_the_file(garbage: Path) -> None:
+    rec = Recording("bench", "x", MANIFEST, {}, store_path=garbage)
+    with pytest.raises(RuntimeError, match="sweep broke"), rec:
+        _record(rec)
+        raise RuntimeError("sweep broke")
+    out = rec.outcome
+    assert out is not None and out.status == "failed"
+    record = json.loads(out.fallback[0].read_text())
+    assert record["status"] == "failed" and record["summary"] == {"reason": "RuntimeError: sweep broke"}
+    assert len(record["samples"]) == 2 and len(record["results"]) == 1 and len(record["events"]) == 1
