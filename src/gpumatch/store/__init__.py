@@ -19,12 +19,11 @@ See docs/store.md for the schema and the guarantees (append-only, killed writers
 from gpumatch.store.buffer import SampleBuffer
 from gpumatch.store.codec import canonical_json, manifest_sha256
 from gpumatch.store.connection import APPLICATION_ID, Mode
-from gpumatch.store.locate import locate_store, migrate_store, open_existing_store
+from gpumatch.store.locate import check_store, damage, list_runs, locate_store, migrate_store, open_existing_store
 from gpumatch.store.migrations import MIGRATIONS
 from gpumatch.store.records import (
     END_STATUSES,
     RUN_STATUSES,
-    SAMPLE_FIELDS,
     CalibrationRecord,
     EventRecord,
     FailureRecord,
@@ -33,6 +32,7 @@ from gpumatch.store.records import (
     RunRecord,
 )
 from gpumatch.store.store import MAX_LOG_EXCERPT_CHARS, Store, open_store
+from gpumatch.telemetry.types import SAMPLE_FIELDS  # the sample columns, defined once by the telemetry layer
 
 __all__ = [
     "APPLICATION_ID",
@@ -51,6 +51,9 @@ __all__ = [
     "SampleBuffer",
     "Store",
     "canonical_json",
+    "check_store",
+    "damage",
+    "list_runs",
     "locate_store",
     "manifest_sha256",
     "migrate_store",

@@ -8,8 +8,12 @@ the file in any way (see :mod:`gpumatch.store.connection`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from gpumatch.errors import StoreError
 from gpumatch.store.connection import read_schema
+from gpumatch.store.db import recover_hint
+from gpumatch.store.records import RunRecord
 from gpumatch.store.store import DEFAULT_BUSY_TIMEOUT_S, Store, open_store
 
 
@@ -43,3 +47,33 @@ def migrate_store(path: Path | str | None = None) -> tuple[tuple[str, ...], tupl
     with open_store(p, mode="write") as st:
         after = st.schema
     return before, after
+
+
+def list_runs(path: Path | str | None = None, kind: str | None = None,
+              limit: int = 100) -> tuple[Path, list[RunRecord]]:
+    """The store file and its runs, newest first (``gpumatch runs list``), read-only. The default store
+    before the first measurement holds no runs (an empty list, nothing created); a named store that does not
+    exist is a StoreError, as in :func:`open_existing_store`."""
+    p, named = locate_store(path)
+    if not named and not p.exists():
+        return p, []
+    with open_store(p, mode="read") as st:
+        return p, st.runs(kind or None, limit)
+
+
+def check_store(path: Path | str | None = None) -> dict[str, Any]:
+    """The whole-file check (``gpumatch runs check``), read-only: ``store``, ``schema`` (the newest migration),
+    ``journal_mode`` and :meth:`Store.verify`'s ``integrity`` (``ok`` or SQLite's findings) and
+    ``manifest_mismatches``. See :func:`damage` for the verdict."""
+    with open_existing_store(path) as st:
+        return {"store": str(st.path), "schema": st.schema[-1], "journal_mode": st.journal_mode, **st.verify()}
+
+
+def damage(report: dict[str, Any]) -> StoreError | None:
+    """The error a :func:`check_store` report amounts to (one line, with the recover command), None if sound."""
+    bad = report["manifest_mismatches"]
+    if report["integrity"] == "ok" and not bad:
+        return None
+    what = report["integrity"] if report["integrity"] != "ok" else f"{len(bad)} manifest hash mismatch(es)"
+    path = Path(report["store"])
+    return StoreError(f"results store {path} is damaged ({what[:200]})", hint=recover_hint(path))

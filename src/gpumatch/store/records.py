@@ -10,29 +10,6 @@ RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 
 END_STATUSES = ("completed", "failed", "interrupted")
 
-SAMPLE_FIELDS: tuple[str, ...] = (
-    "t_s",
-    "gpu_index",
-    "power_instant_w",
-    "power_avg_w",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "clock_event_reasons",
-    "gpu_temp_c",
-    "mem_temp_c",
-    "memory_used_bytes",
-    "util_gpu_pct",
-    "util_mem_pct",
-    "gpm_sm_active",
-    "gpm_tensor_active",
-    "gpm_dram_bw_util",
-)
-"""Telemetry sample columns. ``t_s`` (seconds, any monotonic origin the writer chooses) is required;
-``gpu_index`` defaults to 0; the rest are None where unsupported. Other numeric keys go to ``extra_json``."""
-
-INTEGER_SAMPLE_FIELDS = frozenset({"gpu_index", "clock_event_reasons", "memory_used_bytes"})
-
-
 @dataclass(frozen=True)
 class _Record:
     def to_dict(self) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Validation of telemetry samples into table rows, and rows back into dicts.
 
-A sample is a mapping with the keys of :data:`~gpumatch.store.records.SAMPLE_FIELDS`. ``t_s`` is required
+A sample is a mapping with the keys of :data:`~gpumatch.telemetry.types.SAMPLE_FIELDS` (the telemetry layer's
+contract, defined there once). ``t_s`` is required
 and finite; ``gpu_index`` defaults to 0; every other known key may be missing or None (unsupported on
 this device). Integer columns (``gpu_index``, ``clock_event_reasons``, ``memory_used_bytes``) accept ints
 or integral floats. Non-finite floats are stored as NULL. Keys outside the schema are kept, JSON-encoded,
@@ -16,7 +17,7 @@ from typing import Any
 
 from gpumatch.errors import StoreError
 from gpumatch.store.codec import canonical_json
-from gpumatch.store.records import INTEGER_SAMPLE_FIELDS, SAMPLE_FIELDS
+from gpumatch.telemetry.types import INT_FIELDS, SAMPLE_FIELDS
 
 SampleRow = tuple[Any, ...]
 
@@ -27,7 +28,7 @@ _HINT = "a sample maps field names (t_s, gpu_index, power_instant_w, ...) to num
 def _number(key: str, value: object, i: int) -> float | int | None:
     if value is None:
         return None
-    if type(value) is float and key not in INTEGER_SAMPLE_FIELDS:  # fast path: the common case
+    if type(value) is float and key not in INT_FIELDS:  # fast path: the common case
         return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         item = getattr(value, "item", None)
@@ -35,7 +36,7 @@ def _number(key: str, value: object, i: int) -> float | int | None:
             return _number(key, item(), i)
         raise StoreError(f"sample {i}: {key} must be a number or None, not {type(value).__name__}", hint=_HINT)
     v: int | float = value
-    if key in INTEGER_SAMPLE_FIELDS:
+    if key in INT_FIELDS:
         if isinstance(v, float):
             if not math.isfinite(v):
                 return None

@@ -129,7 +129,7 @@ class Store(StoreReading):
 
     def sample_buffer(self, run_id: int, flush_interval_s: float = 1.0, max_rows: int = 1000) -> SampleBuffer:
         """A :class:`SampleBuffer` committing this run's samples every ``flush_interval_s`` or ``max_rows``."""
-        return SampleBuffer(self, run_id, flush_interval_s, max_rows)
+        return SampleBuffer(self._write_sample_rows, run_id, flush_interval_s, max_rows)
 
     def _write_sample_rows(self, rows: Sequence[SampleRow]) -> None:
         self._check_writable()

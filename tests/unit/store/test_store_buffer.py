@@ -33,3 +33,32 @@ def test_bad_sample_fails_at_add_and_does_not_poison_the_batch(store: Store) -> 
             buf.add({"t_s": 1.0, "sm_clock_mhz": "fast"})  # type: ignore[dict-item]
         buf.add({"t_s": 2.0})
     assert [s["t_s"] for s in store.samples(run_id)] == [0.0, 2.0]
+
+
+def test_the_buffer_needs_no_store_only_a_write_callable() -> None:
+    from gpumatch.store.buffer import SampleBuffer
+
+    batches: list[int] = []
+    fail = [True]
+
+    def write(rows: object) -> None:
+        if fail[0]:
+            raise StoreError("disk full")
+        batches.append(len(rows))  # type: ignore[arg-type]
+
+    buf = SampleBuffer(write, run_id=7, flush_interval_s=3600, max_rows=10**6)
+    buf.extend([{"t_s": 0.0}, {"t_s": 1.0}])
+    with pytest.raises(StoreError):
+        buf.flush()
+    assert buf.pending == 2 and buf.rows_written == 0  # a failed write keeps its rows queued, in order
+    fail[0] = False
+    buf.add({"t_s": 2.0})
+    assert buf.flush() == 3 and batches == [3] and buf.rows_written == 3
+
+
+def test_extend_is_all_or_none_at_validation(store: Store) -> None:
+    run_id = store.begin_run("monitor", "x", {}, {})
+    buf = store.sample_buffer(run_id, flush_interval_s=3600)
+    with pytest.raises(StoreError, match="sample 1"):
+        buf.extend([{"t_s": 0.0}, {"t_s": 1.0, "gpu_temp_c": "hot"}])  # type: ignore[list-item]
+    assert buf.pending == 0 and buf.flush() == 0

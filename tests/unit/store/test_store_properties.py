@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpumatch.store import SAMPLE_FIELDS, Store, manifest_sha256, open_store
-from gpumatch.store.records import INTEGER_SAMPLE_FIELDS
+from gpumatch.telemetry.types import INT_FIELDS as INTEGER_SAMPLE_FIELDS
 
 _leaf = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False) | st.text(max_size=8)
 _json = st.recursive(_leaf, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids,
