@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpumatch.errors import InputError
+from gpumatch.vocab import OPTIMIZER_OF_WORKLOAD
 from gpumatch.workload import Workload
 
 
@@ -25,7 +26,7 @@ def options_from_workload(wl: Workload) -> dict[str, Any]:
     if wl.is_training:
         micro = s.micro_batch_size or s.batch_size
         opts.update(batch=micro, micro_batches=max(1, s.batch_size // micro), seq=s.sequence_length)
-        optimizer = {"adamw": "adamw", "adamw8bit": "adamw-8bit", "sgd": "sgd"}.get(wl.optimizer or "adamw")
+        optimizer = OPTIMIZER_OF_WORKLOAD.get(wl.optimizer or "adamw")
         if optimizer is None:
             raise InputError(
                 f"optimizer {wl.optimizer!r} is not modelled by the estimator", "use adamw, adamw8bit or sgd"

@@ -23,8 +23,15 @@ from pydantic import BaseModel, ValidationError
 from gpumatch.catalog.prices import check_basis
 from gpumatch.errors import InputError
 from gpumatch.estimate import Site
-from gpumatch.estimate.precision import KV_PRECISIONS, WEIGHT_PRECISIONS
 from gpumatch.models.arch import ModelArch
+from gpumatch.vocab import (
+    FULL_TRAINING_TASKS,
+    KV_PRECISIONS,
+    OPTIMIZER_OF_WORKLOAD,
+    TASKS,
+    WEIGHT_PRECISIONS,
+    is_training,
+)
 from gpumatch.workload import Workload, quantities, rules
 from gpumatch.workload.schema import FOUR_BIT, MoneySection, PowerSection, TargetsSection
 
@@ -96,11 +103,11 @@ class PlanRequest:
 
     @property
     def training(self) -> bool:
-        return self.task in ("train", "finetune", "lora", "qlora")
+        return is_training(self.task)
 
     @property
     def full_training(self) -> bool:
-        return self.task in ("train", "finetune")
+        return self.task in FULL_TRAINING_TASKS
 
     @property
     def required_tokens_per_s(self) -> float | None:
@@ -130,7 +137,7 @@ def _site(wl: Workload) -> Site:
 def from_workload(wl: Workload) -> PlanRequest:
     """The planning question a resolved workload asks (module docstring has the mapping)."""
     s, t, p = wl.shape, wl.targets, wl.precision
-    optimizer = {"adamw": "adamw", "adamw8bit": "adamw-8bit", "sgd": "sgd"}.get(wl.optimizer or "adamw", "adamw")
+    optimizer = OPTIMIZER_OF_WORKLOAD.get(wl.optimizer or "adamw", "adamw")
     if p.optimizer == "int8":
         optimizer = "adamw-8bit"
     training = wl.is_training
@@ -174,7 +181,7 @@ def from_workload(wl: Workload) -> PlanRequest:
     )
 
 
-_TASKS = ("infer", "serve", "dev", "train", "finetune", "lora", "qlora")
+_TASKS = TASKS
 _PRECISIONS = WEIGHT_PRECISIONS
 _POSITIVE = ("batch", "micro_batch", "seq", "prompt", "gen", "max_gpus", "gpus_per_node", "tp", "pp", "lora_rank")
 #: Numeric options checked by the workload file's own rules (schema section, field), with the flag and an example.

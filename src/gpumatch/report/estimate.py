@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gpumatch.report import human as hu
+from gpumatch.vocab import TRAINING_TASKS
 
-TRAINING = ("train", "finetune", "lora", "qlora")
+TRAINING = TRAINING_TASKS
 MEMORY_ITEMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead", "total", "capacity")
 
 

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpumatch.report.render import to_table, wrap_block
+from gpumatch.vocab import TRAINING_TASKS
 
-TRAINING = ("train", "finetune", "lora", "qlora")
+TRAINING = TRAINING_TASKS
 NO_RUN = "does not fit"
 
 

@@ -20,8 +20,9 @@ from typing import Any
 
 from gpumatch.report import human
 from gpumatch.report.render import Column, cut, output_width, to_table, wrap_block
+from gpumatch.vocab import TRAINING_TASKS
 
-TRAINING = ("train", "finetune", "lora", "qlora")
+TRAINING = TRAINING_TASKS
 EXAMPLES_PER_REASON = 6
 
 
