@@ -6,13 +6,16 @@ Parse the flags into an :class:`~gpumatch.estimate.query.EstimateQuery`, call
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from gpumatch.cli import flags as fl
 from gpumatch.cli.common import Format, FormatOption, emit
 from gpumatch.cli.flags import Flag
+
+if TYPE_CHECKING:
+    from gpumatch.estimate.query import EstimateQuery
 
 HELP = """Estimate one configuration: does it fit, how fast, at what power and cost.
 
@@ -79,7 +82,7 @@ _SHARED = ("task", "concurrency", "micro_batch", "global_batch", "batch", "seq",
            "kv_precision", "optimizer", "master_weights", "price_basis")
 
 
-def estimate_query(given: dict[str, Any]) -> Any:
+def estimate_query(given: dict[str, Any]) -> EstimateQuery:
     """The typed request of the flags (:class:`gpumatch.estimate.query.EstimateQuery`)."""
     from gpumatch.estimate.query import EstimateQuery
     from gpumatch.workload.request import RequestFlags

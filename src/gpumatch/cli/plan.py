@@ -6,13 +6,16 @@ render with :func:`gpumatch.report.plan.plan_output`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from gpumatch.cli import flags as fl
 from gpumatch.cli.common import Format, FormatOption, emit
 from gpumatch.cli.flags import Flag
+
+if TYPE_CHECKING:
+    from gpumatch.plan.query import PlanQuery
 
 HELP = """Plan: which GPU, how many, in what layout, at what cost, and why the others lost.
 
@@ -75,7 +78,7 @@ _SHARED = ("model", "task", "concurrency", "global_batch", "micro_batch", "batch
            "precision", "kv_precision", "price_basis", "gpus_per_node")
 
 
-def plan_query(given: dict[str, Any]) -> Any:
+def plan_query(given: dict[str, Any]) -> PlanQuery:
     """The typed request of the flags (:class:`gpumatch.plan.query.PlanQuery`)."""
     from gpumatch.plan.query import PlanQuery
     from gpumatch.workload.request import RequestFlags

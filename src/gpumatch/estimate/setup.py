@@ -30,7 +30,7 @@ from gpumatch.estimate.precision import (
     compute_path,
 )
 from gpumatch.models.arch import ModelArch
-from gpumatch.vocab import ADAPTER_TASKS, FULL_TRAINING_TASKS, MASTER_WEIGHTS, OPTIMIZERS, RECOMPUTE_MODES
+from gpumatch.vocab import ADAPTER_TASKS, FOUR_BIT, FULL_TRAINING_TASKS, MASTER_WEIGHTS, OPTIMIZERS, RECOMPUTE_MODES
 
 RECOMPUTE = RECOMPUTE_MODES
 MASTER = MASTER_WEIGHTS
@@ -126,7 +126,7 @@ def validate(arch: ModelArch, req: Request) -> None:
         raise InputError(f"pipeline parallel {req.pp} exceeds the {arch.layers} layers of {arch.name}")
     if req.offload_optimizer and not req.training:
         raise InputError("optimizer offload applies to training only", "drop --offload-optimizer")
-    if req.training and req.precision in ("int8", "int4", "nf4") and req.task != "qlora":
+    if req.training and req.precision in ("int8", *FOUR_BIT) and req.task != "qlora":
         raise InputError(
             f"{req.task} with {req.precision} weights is not a training recipe",
             "use --task qlora for a 4-bit base, or bf16/fp8 for full training",
