@@ -13,6 +13,7 @@ import typer
 from gpumatch.cli import flags as fl
 from gpumatch.cli.common import Format, FormatOption, emit
 from gpumatch.cli.flags import Flag
+from gpumatch.vocab import OPTIMIZERS, RECOMPUTE_MODES
 
 if TYPE_CHECKING:
     from gpumatch.estimate.query import EstimateQuery
@@ -57,9 +58,9 @@ FLAGS: dict[str, Flag] = {
     "gen": Flag(int, _OPT(None, "--gen", help="Generated tokens per sequence (inference).")),
     "precision": Flag(str, _OPT(None, "--precision", help=fl.PRECISION_HELP)),
     "kv_precision": Flag(str, _OPT(None, "--kv-precision", help=fl.KV_PRECISION_HELP)),
-    "optimizer": Flag(str, _OPT(None, "--optimizer", help=fl.choices(fl.OPTIMIZERS) + ".")),
+    "optimizer": Flag(str, _OPT(None, "--optimizer", help=fl.choices(OPTIMIZERS) + ".")),
     "master_weights": Flag(str, _OPT(None, "--master-weights", help="fp32 | none (all in training precision).")),
-    "recompute": Flag(str, _OPT(None, "--recompute", help=fl.choices(fl.RECOMPUTE_MODES) + ".")),
+    "recompute": Flag(str, _OPT(None, "--recompute", help=fl.choices(RECOMPUTE_MODES) + ".")),
     "tp": Flag(int, _OPT(None, "--tp", help="Tensor-parallel degree.")),
     "pp": Flag(int, _OPT(None, "--pp", help="Pipeline-parallel degree.")),
     "dp": Flag(int, _OPT(None, "--dp", help="Data-parallel degree (inference: replicas).")),

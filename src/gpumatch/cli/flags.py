@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpumatch.vocab import KV_PRECISIONS, OPTIMIZERS, RECOMPUTE_MODES, TASKS, WEIGHT_PRECISIONS
+from gpumatch.vocab import KV_PRECISIONS, TASKS, WEIGHT_PRECISIONS
 
 CommandFn = Callable[..., None]
 
@@ -56,6 +56,3 @@ def say(notes: Iterable[str]) -> None:
     """Each note as one ``gpumatch: note:`` line on stderr (deprecated flags and what replaces them)."""
     for note in notes:
         sys.stderr.write(f"gpumatch: note: {note}\n")
-
-
-__all__ = ["OPTIMIZERS", "RECOMPUTE_MODES", "Flag", "choices", "say", "takes"]

@@ -44,8 +44,9 @@ DEFAULT_MAX_GPUS = 64
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """One planning question, SI units. ``batch``: global batch in sequences (training) or sequences in
-    flight (inference). ``micro_batch``: fixed per-GPU micro-batch (training), None = let the planner choose.
+    """One planning question, SI units. ``batch``: global batch in sequences (training, :attr:`global_batch`)
+    or sequences in flight (inference, :attr:`concurrency`). ``micro_batch``: fixed per-GPU micro-batch
+    (training), None = let the planner choose.
     Targets are None when not set; ``usd_per_gpu_hour`` (``purchase_usd_per_gpu``) replaces the catalog's hourly
     (purchase) figure by canonical GPU name.
     ``tp``/``pp`` pin the tensor/pipeline degree (None = the planner tries them all).
@@ -108,6 +109,16 @@ class PlanRequest:
     @property
     def training(self) -> bool:
         return is_training(self.task)
+
+    @property
+    def concurrency(self) -> int | None:
+        """Inference: the sequences in flight (``batch``); None when training."""
+        return None if self.training else self.batch
+
+    @property
+    def global_batch(self) -> int | None:
+        """Training: the sequences per optimizer step (``batch``); None for inference."""
+        return self.batch if self.training else None
 
     @property
     def full_training(self) -> bool:

@@ -456,6 +456,7 @@ def _request_dict(req: PlanRequest) -> dict[str, Any]:
         "tpot_p99_s", "tokens_per_s", "train_tokens", "deadline_s")}
     d["model"] = req.model.name
     d["dev"] = req.dev
+    d["concurrency"], d["global_batch"] = req.concurrency, req.global_batch  # "batch" by its concept's name
     return d
 
 

@@ -46,7 +46,8 @@ def test_a_serving_file_gives_both_commands_the_same_sequences_in_flight(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], shape: str, in_flight: int) -> None:
     path = _file(tmp_path, SERVE + shape)
     assert resolve_request(load_workload(path), RequestFlags()).concurrency == in_flight
-    assert from_workload(load_workload(path)).batch == in_flight
+    req = from_workload(load_workload(path))
+    assert req.batch == req.concurrency == in_flight and req.global_batch is None
     d = _json(capsys, "--workload", str(path), "--gpu", GPU)
     assert d["layout"]["batch"] == in_flight and d["layout"]["in_flight"] == in_flight
 
@@ -86,7 +87,8 @@ def test_a_training_micro_batch_from_a_flag_or_a_file_reaches_the_activations(
     for d in (flag, file):
         assert d["layout"]["batch"] == 4 and d["layout"]["micro_batches"] == 4
         assert d["memory"]["activations_bytes"] == lib.memory.items["activations_bytes"]
-    assert from_workload(load_workload(path)).micro_batch == 4
+    req = from_workload(load_workload(path))
+    assert (req.micro_batch, req.global_batch, req.concurrency) == (4, 16, None)
 
 
 def test_a_global_batch_is_spread_over_the_data_parallel_ranks(capsys: pytest.CaptureFixture[str]) -> None:
