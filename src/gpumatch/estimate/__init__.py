@@ -5,7 +5,7 @@ Scalar: :func:`estimate` (one configuration -> :class:`Estimate`). Vectorized: :
 :class:`Calibration` value with its basis and provenance.
 """
 
-from gpumatch.estimate.api import estimate, memory_curve, resolve_gpu, resolve_model, run_metrics
+from gpumatch.estimate.api import estimate, memory_curve, model_arch, resolve_gpu, run_metrics
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.engine import INFER_TASKS, TASKS, TRAIN_TASKS, evaluate, memory_items, scaling
 from gpumatch.estimate.inputs import Case, ModelNums, model_nums
@@ -34,9 +34,9 @@ __all__ = [
     "evaluate",
     "memory_curve",
     "memory_items",
+    "model_arch",
     "model_nums",
     "resolve_gpu",
-    "resolve_model",
     "run_metrics",
     "scaling",
 ]

@@ -25,6 +25,7 @@ from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
 from gpumatch.estimate.setup import Request, build_case, shape_numbers
+from gpumatch.models import resolve_model
 from gpumatch.models.arch import ModelArch
 from gpumatch.workload.rules import (
     MAX_BATCH,
@@ -40,19 +41,10 @@ from gpumatch.workload.rules import (
 from gpumatch.workload.schema import FOUR_BIT
 
 
-def resolve_model(model: ModelArch | str) -> ModelArch:
-    """A ModelArch as given, or a preset looked up by name in :mod:`gpumatch.models`."""
-    if isinstance(model, ModelArch):
-        return model
-    import gpumatch.models as models
-
-    lookup = getattr(models, "get_model", None)
-    if lookup is None:
-        raise InputError(f"no model presets are available to resolve {model!r}", "pass a ModelArch")
-    arch = lookup(model)
-    if not isinstance(arch, ModelArch):
-        raise InputError(f"model {model!r} did not resolve to an architecture")
-    return arch
+def model_arch(model: ModelArch | str) -> ModelArch:
+    """A ModelArch as given, or what :func:`gpumatch.models.resolve_model` makes of a string: a preset name or
+    alias, or a path to a Hugging Face ``config.json`` (or to a folder holding one, or to a preset TOML)."""
+    return model if isinstance(model, ModelArch) else resolve_model(model)
 
 
 def resolve_gpu(gpu: GpuSpec | str) -> GpuSpec:
@@ -168,7 +160,7 @@ def estimate(
     unknown = set(options) - set(Request.__dataclass_fields__)
     if unknown:
         raise InputError(f"unknown option(s): {', '.join(sorted(unknown))}")
-    arch, spec = resolve_model(model), resolve_gpu(gpu)
+    arch, spec = model_arch(model), resolve_gpu(gpu)
     cal = calibration or DEFAULT_CALIBRATION
     req = _request(count, options)
     check_request_context(arch, req, options)
@@ -275,7 +267,7 @@ def memory_curve(
 
     For inference the sequence is the prompt length. Rows: batch, seq, the memory items, fits.
     """
-    arch, spec = resolve_model(model), resolve_gpu(gpu)
+    arch, spec = model_arch(model), resolve_gpu(gpu)
     req = _request(count, options)
     case, _ = build_case(arch, spec, req)
     b, s = np.meshgrid(np.asarray(batches, float), np.asarray(seqs, float), indexing="ij")

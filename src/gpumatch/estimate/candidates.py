@@ -53,7 +53,8 @@ def gpu_table(specs: Sequence[GpuSpec]) -> GpuTable:
     rows = [gpu_numbers(g) for g in specs]
     fields = {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]} if rows else {}
     paths = {p: [compute_path(g, p) for g in specs] for p in WEIGHT_PRECISIONS}
-    peaks = {p: np.array([c.peak_flops_per_s or np.nan for c in cs], dtype=float) for p, cs in paths.items()}
+    peaks: dict[str, npt.NDArray[np.float64]] = {
+        p: np.array([c.peak_flops_per_s or np.nan for c in cs], dtype=float) for p, cs in paths.items()}
     low = np.array([[float(c.compute_key in LOW_PRECISION_COMPUTE_KEYS) for c in paths[p]] for p in WEIGHT_PRECISIONS])
     return GpuTable(tuple(specs), fields, peaks, low.reshape(len(WEIGHT_PRECISIONS), len(specs)))
 

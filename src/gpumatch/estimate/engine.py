@@ -18,10 +18,11 @@ from gpumatch.estimate._num import Num, is_array, is_one, vmax, vmin, where
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.inputs import Case, ModelNums
 from gpumatch.estimate.power import DEFAULT_SITE, Site
+from gpumatch.vocab import ESTIMATOR_TASKS, TRAINING_TASKS
 
-TRAIN_TASKS = ("train", "finetune", "lora", "qlora")
-INFER_TASKS = ("infer", "serve")
-TASKS = INFER_TASKS + TRAIN_TASKS
+TRAIN_TASKS = TRAINING_TASKS
+INFER_TASKS = tuple(t for t in ESTIMATOR_TASKS if t not in TRAINING_TASKS)
+TASKS = ESTIMATOR_TASKS
 
 
 def bound_index(t: dict[str, Num]) -> Num:

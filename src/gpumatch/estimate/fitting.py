@@ -31,6 +31,7 @@ from gpumatch.estimate.precision import bytes_per_element
 from gpumatch.estimate.setup import Request, build_case
 from gpumatch.models.arch import ModelArch
 from gpumatch.units import GIB
+from gpumatch.vocab import FULL_TRAINING_TASKS
 
 MAX_GPUS_TRIED = 64
 """More GPUs are tried up to this count; beyond it ``gpumatch plan`` is the tool."""
@@ -59,7 +60,7 @@ def _training_changes(req: Request) -> Iterator[tuple[int, str, dict[str, object
     zeros = range(req.zero + 1, top_zero + 1) if req.dp > 1 else range(0)
     for z in zeros:
         yield 1, f"--zero {z}", {"zero": z}
-    full = req.task in ("train", "finetune")
+    full = req.task in FULL_TRAINING_TASKS
     if full and not req.offload_optimizer:
         yield 1, "--offload-optimizer", {"offload_optimizer": True}
     if req.recompute != "full":

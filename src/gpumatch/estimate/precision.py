@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 from gpumatch.catalog import GpuSpec
 from gpumatch.errors import InputError
-
-WEIGHT_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4")
-KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+from gpumatch.vocab import KV_PRECISIONS as KV_PRECISIONS
+from gpumatch.vocab import WEIGHT_PRECISIONS as WEIGHT_PRECISIONS
 
 BYTES_PER_ELEMENT: dict[str, float] = {
     "fp32": 4.0,

@@ -30,10 +30,10 @@ from gpumatch.estimate.precision import (
     compute_path,
 )
 from gpumatch.models.arch import ModelArch
+from gpumatch.vocab import ADAPTER_TASKS, FOUR_BIT, FULL_TRAINING_TASKS, MASTER_WEIGHTS, OPTIMIZERS, RECOMPUTE_MODES
 
-OPTIMIZERS = ("adamw", "adamw-8bit", "sgd")
-RECOMPUTE = ("none", "selective", "full")
-MASTER = ("fp32", "none")
+RECOMPUTE = RECOMPUTE_MODES
+MASTER = MASTER_WEIGHTS
 SCALEUP_DOMAIN = {"nvlink": 8.0, "infinity-fabric": 8.0, "ethernet": 8.0, "nvlink-bridge": 2.0, "none": 1.0}
 
 
@@ -126,7 +126,7 @@ def validate(arch: ModelArch, req: Request) -> None:
         raise InputError(f"pipeline parallel {req.pp} exceeds the {arch.layers} layers of {arch.name}")
     if req.offload_optimizer and not req.training:
         raise InputError("optimizer offload applies to training only", "drop --offload-optimizer")
-    if req.training and req.precision in ("int8", "int4", "nf4") and req.task != "qlora":
+    if req.training and req.precision in ("int8", *FOUR_BIT) and req.task != "qlora":
         raise InputError(
             f"{req.task} with {req.precision} weights is not a training recipe",
             "use --task qlora for a 4-bit base, or bf16/fp8 for full training",
@@ -174,7 +174,7 @@ def precision_numbers(req: Request) -> dict[str, float]:
     """Bytes per element of weights, activations, KV, gradients and optimizer state for ``req``."""
     weight_prec = weight_precision(req)
     act_prec = activation_precision(weight_prec)
-    train_b = bytes_per_element(req.precision if req.task in ("train", "finetune") else act_prec)
+    train_b = bytes_per_element(req.precision if req.task in FULL_TRAINING_TASKS else act_prec)
     weight_b = bytes_per_element(weight_prec)
     if req.training and weight_prec == "fp8":
         # FP8 training (Transformer Engine) keeps bf16 weights and caches their fp8 casts
@@ -214,8 +214,8 @@ def shape_numbers(req: Request) -> dict[str, float]:
         "graphs": 1.0 if (req.cuda_graphs if req.cuda_graphs is not None else not req.training) else 0.0,
         "rc_full": 1.0 if rc == "full" else 0.0, "rc_selective": 1.0 if rc == "selective" else 0.0,
         "flash": 1.0 if req.flash else 0.0, "seq_parallel": 1.0 if sp else 0.0,
-        "full_train": 1.0 if req.task in ("train", "finetune") else 0.0,
-        "lora_rank": float(req.lora_rank if req.task in ("lora", "qlora") else 0),
+        "full_train": 1.0 if req.task in FULL_TRAINING_TASKS else 0.0,
+        "lora_rank": float(req.lora_rank if req.task in ADAPTER_TASKS else 0),
     }
 
 

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from gpumatch.estimate.precision import activation_precision
 from gpumatch.plan.inputs import PlanRequest
+from gpumatch.vocab import RECOMPUTE_MODES
 
 IntArray = npt.NDArray[np.int64]
 
@@ -36,7 +37,7 @@ NODE_COUNTS = (1, 2, 3, 4, 6, 8)
 TP_DEGREES = (1, 2, 3, 4, 6, 8, 16)
 PP_DEGREES = (1, 2, 4, 8, 16)
 MICRO_BATCHES = (1, 2, 4, 8)
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = RECOMPUTE_MODES
 QUANT_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.53,
                "nf4": 0.52, "fp4": 0.53}
 

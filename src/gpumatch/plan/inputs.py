@@ -2,13 +2,16 @@
 
 The planner needs more than one estimate's options: the global batch (training) or the requests in flight
 (serving), the targets, the limits on GPUs, power and money, the role weights and the GPU allow/deny lists.
-:func:`from_workload` maps a resolved :class:`gpumatch.workload.Workload`; the CLI builds one from flags.
+:func:`from_workload` maps a resolved :class:`gpumatch.workload.Workload`, its shared fields (task, shape,
+precisions, optimizer) by :func:`gpumatch.workload.request.file_fields`, the one mapping ``estimate --workload``
+uses too (a serving file's sequences in flight are ``max(batch_size, concurrency)`` for both);
+:func:`from_request` puts the flags on top (:func:`gpumatch.workload.request.resolve_request`).
 
-Mapping choices (and why):
+Plan-only choices (and why):
 - task ``dev`` is planned as single-stream inference (the estimator has no "dev" task; a development box
   must above all load and run the model);
-- inference batch = ``max(batch_size, concurrency)``: sequences in flight are what the KV cache and the
-  decode step see, whichever field the file used;
+- ``PlanRequest.batch`` is the concept of the task: the global batch (training, ``--global-batch``,
+  ``shape.batch_size``) or the sequences in flight (inference, ``--concurrency``);
 - a training ``micro_batch_size`` in the file fixes the micro-batch; absent, the planner tries 1, 2, 4, 8.
 """
 
@@ -23,9 +26,17 @@ from pydantic import BaseModel, ValidationError
 from gpumatch.catalog.prices import check_basis
 from gpumatch.errors import InputError
 from gpumatch.estimate import Site
-from gpumatch.estimate.precision import KV_PRECISIONS, WEIGHT_PRECISIONS
 from gpumatch.models.arch import ModelArch
+from gpumatch.vocab import (
+    FULL_TRAINING_TASKS,
+    KV_PRECISIONS,
+    TASKS,
+    WEIGHT_PRECISIONS,
+    estimator_task,
+    is_training,
+)
 from gpumatch.workload import Workload, quantities, rules
+from gpumatch.workload.request import WorkRequest, file_fields
 from gpumatch.workload.schema import FOUR_BIT, MoneySection, PowerSection, TargetsSection
 
 DEFAULT_MAX_GPUS = 64
@@ -33,8 +44,9 @@ DEFAULT_MAX_GPUS = 64
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """One planning question, SI units. ``batch``: global batch in sequences (training) or sequences in
-    flight (inference). ``micro_batch``: fixed per-GPU micro-batch (training), None = let the planner choose.
+    """One planning question, SI units. ``batch``: global batch in sequences (training, :attr:`global_batch`)
+    or sequences in flight (inference, :attr:`concurrency`). ``micro_batch``: fixed per-GPU micro-batch
+    (training), None = let the planner choose.
     Targets are None when not set; ``usd_per_gpu_hour`` (``purchase_usd_per_gpu``) replaces the catalog's hourly
     (purchase) figure by canonical GPU name.
     ``tp``/``pp`` pin the tensor/pipeline degree (None = the planner tries them all).
@@ -96,11 +108,21 @@ class PlanRequest:
 
     @property
     def training(self) -> bool:
-        return self.task in ("train", "finetune", "lora", "qlora")
+        return is_training(self.task)
+
+    @property
+    def concurrency(self) -> int | None:
+        """Inference: the sequences in flight (``batch``); None when training."""
+        return None if self.training else self.batch
+
+    @property
+    def global_batch(self) -> int | None:
+        """Training: the sequences per optimizer step (``batch``); None for inference."""
+        return self.batch if self.training else None
 
     @property
     def full_training(self) -> bool:
-        return self.task in ("train", "finetune")
+        return self.task in FULL_TRAINING_TASKS
 
     @property
     def required_tokens_per_s(self) -> float | None:
@@ -128,34 +150,31 @@ def _site(wl: Workload) -> Site:
 
 
 def from_workload(wl: Workload) -> PlanRequest:
-    """The planning question a resolved workload asks (module docstring has the mapping)."""
-    s, t, p = wl.shape, wl.targets, wl.precision
-    optimizer = {"adamw": "adamw", "adamw8bit": "adamw-8bit", "sgd": "sgd"}.get(wl.optimizer or "adamw", "adamw")
-    if p.optimizer == "int8":
-        optimizer = "adamw-8bit"
-    training = wl.is_training
-    weights = p.weights  # a QLoRA base is 4-bit (nf4 unless the file says int4/fp4): shown as such
+    """The planning question a resolved workload asks: its shared fields by
+    :func:`gpumatch.workload.request.file_fields` (the mapping ``estimate --workload`` uses too; module docstring
+    of :mod:`gpumatch.workload.request`), the targets, limits, power, money, roles and GPU lists as written."""
+    f = file_fields(wl)
     return PlanRequest(
-        task="infer" if wl.task == "dev" else wl.task,
+        task=estimator_task(wl.task),
         model=wl.model,
         name=wl.name,
-        precision=weights,
-        kv_precision=None if training or p.kv_cache == p.compute else p.kv_cache,
-        batch=s.batch_size if training else max(s.batch_size, s.concurrency),
-        micro_batch=s.micro_batch_size,
-        seq=s.sequence_length,
-        prompt=s.prompt_tokens,
-        gen=max(1, s.output_tokens),
-        lora_rank=s.lora_rank or 16,
-        optimizer=optimizer,
-        master_weights=p.master_weights or "fp32",
-        ttft_p50_s=t.ttft_p50_s,
-        ttft_p99_s=t.ttft_p99_s,
-        tpot_p50_s=t.tpot_p50_s,
-        tpot_p99_s=t.tpot_p99_s,
-        tokens_per_s=t.tokens_per_s,
-        train_tokens=t.train_tokens,
-        deadline_s=t.deadline_s,
+        precision=f["precision"],  # a QLoRA base is 4-bit (nf4 unless the file says int4/fp4): shown as such
+        kv_precision=f.get("kv_precision"),
+        batch=f["global_batch"] if wl.is_training else f["concurrency"],
+        micro_batch=f.get("micro_batch"),
+        seq=wl.shape.sequence_length,  # inference: prompt + output (not read)
+        prompt=f["prompt"],
+        gen=f["gen"],
+        lora_rank=f.get("lora_rank") or 16,
+        optimizer=f.get("optimizer", "adamw"),
+        master_weights=f.get("master_weights") or "fp32",
+        ttft_p50_s=wl.targets.ttft_p50_s,
+        ttft_p99_s=wl.targets.ttft_p99_s,
+        tpot_p50_s=wl.targets.tpot_p50_s,
+        tpot_p99_s=wl.targets.tpot_p99_s,
+        tokens_per_s=wl.targets.tokens_per_s,
+        train_tokens=wl.targets.train_tokens,
+        deadline_s=wl.targets.deadline_s,
         max_gpus=wl.limits.max_gpus_effective or DEFAULT_MAX_GPUS,
         gpus_per_node=wl.limits.gpus_per_node,
         w_per_node=wl.power.w_per_node,
@@ -174,7 +193,26 @@ def from_workload(wl: Workload) -> PlanRequest:
     )
 
 
-_TASKS = ("infer", "serve", "dev", "train", "finetune", "lora", "qlora")
+#: Shared concepts whose PlanRequest field has another name: ``batch`` is the global batch (training) or the
+#: sequences in flight (inference).
+_AS_PLAN = {"concurrency": "batch", "global_batch": "batch"}
+
+
+def from_request(work: WorkRequest, **options: Any) -> PlanRequest:
+    """The planning question of a :class:`~gpumatch.workload.request.WorkRequest` (a workload file and the shared
+    flags, merged by :func:`~gpumatch.workload.request.resolve_request`) with the plan's own options on top
+    (``options``: PlanRequest field names, as :func:`with_options` takes them)."""
+    base = None if work.workload is None else from_workload(work.workload)
+    flagged = {k: v for k, v in work.given().items() if k in work.from_flags}
+    shared = {_AS_PLAN.get(k, k): v for k, v in flagged.items()}
+    if "task" in work.from_flags:
+        shared["task"] = work.task
+    model = work.model if base is None or "model" in work.from_flags else None
+    names = {_AS_PLAN[k]: work.flag(k) for k in _AS_PLAN if k in flagged}
+    return with_options(base, model, names=names, **shared, **options)
+
+
+_TASKS = TASKS
 _PRECISIONS = WEIGHT_PRECISIONS
 _POSITIVE = ("batch", "micro_batch", "seq", "prompt", "gen", "max_gpus", "gpus_per_node", "tp", "pp", "lora_rank")
 #: Numeric options checked by the workload file's own rules (schema section, field), with the flag and an example.
@@ -277,10 +315,12 @@ def _training_precision(req: PlanRequest, given: set[str]) -> PlanRequest:
     return req
 
 
-def with_options(base: PlanRequest | None, model: ModelArch | None, **options: Any) -> PlanRequest:
+def with_options(base: PlanRequest | None, model: ModelArch | None, names: dict[str, str] | None = None,
+                 **options: Any) -> PlanRequest:
     """A request from CLI-style options, on top of ``base`` (a workload's request) when given.
 
     Options are the :class:`PlanRequest` field names; None values are ignored. ``task`` may be ``dev``.
+    ``names``: how the user wrote an option, where it is not ``--`` + its name (``batch``: ``--concurrency``).
     Raises :class:`InputError` (one line, what to do) for unknown tasks/precisions and non-positive sizes.
     """
     opts = {k: v for k, v in options.items() if v is not None}
@@ -298,8 +338,9 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
     for name, allowed in (("precision", _PRECISIONS), ("kv_precision", KV_PRECISIONS)):
         if name in opts and opts[name] not in allowed:
             raise InputError(f"unknown {name.replace('_', ' ')} {opts[name]!r}", f"use one of {', '.join(allowed)}")
+    flag = {n: f"--{n.replace('_', '-')}" for n in _POSITIVE} | (names or {})
     for name in _POSITIVE:
-        rules.check_size(f"--{name.replace('_', '-')}", opts.get(name), _BOUNDS.get(name, math.inf))
+        rules.check_size(flag[name], opts.get(name), _BOUNDS.get(name, math.inf))
     check_quantities(opts)
     given = set(opts)
     flagged = tuple(k for k in ("allow", "deny") if f"gpus_{k}" in opts)
@@ -318,5 +359,6 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, **options: A
     req = _training_precision(req, given)
     check_task_options(req, given)
     if req.micro_batch and req.micro_batch > req.batch and req.training:
-        raise InputError(f"--micro-batch {req.micro_batch} exceeds the global --batch {req.batch}")
+        raise InputError(f"--micro-batch {req.micro_batch} exceeds the global batch {req.batch} "
+                         f"({flag['batch'] if 'batch' in given else 'the file'})")
     return req

@@ -38,6 +38,7 @@ from gpumatch.estimate.precision import activation_precision
 from gpumatch.plan.candidates import CandidateSet
 from gpumatch.plan.inputs import PlanRequest
 from gpumatch.plan.pricing import Prices
+from gpumatch.vocab import ADAPTER_TASKS
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -63,7 +64,7 @@ def build_case(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: Pric
     if req.training:
         numbers.update(dp=cs.dp.astype(f), micro_batches=cs.accum.astype(f), seq=float(req.seq),
                        offload=np.array([float(m.offload) for m in mits])[cs.mit])
-        if req.task in ("lora", "qlora"):
+        if req.task in ADAPTER_TASKS:
             numbers["lora_rank"] = float(req.lora_rank)
     else:
         numbers.update(dp=cs.dp.astype(f), micro_batches=1.0, prompt=float(req.prompt), gen=float(req.gen),

@@ -44,6 +44,7 @@ from gpumatch.plan.roles import (
     score,
     term_values,
 )
+from gpumatch.vocab import ADAPTER_TASKS
 from gpumatch.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
@@ -349,7 +350,7 @@ def estimate_options(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, An
     if req.training:
         opts.update(seq=req.seq, zero=int(cs.zero[i]), micro_batches=int(cs.accum[i]), recompute=mit.recompute,
                     optimizer=req.optimizer, master_weights=req.master_weights, offload_optimizer=mit.offload)
-        if task in ("lora", "qlora"):
+        if task in ADAPTER_TASKS:
             opts["lora_rank"] = req.lora_rank
     else:
         opts.update(prompt=req.prompt, gen=req.gen, in_flight=min(req.batch, int(cs.micro[i]) * int(cs.dp[i])))
@@ -455,6 +456,7 @@ def _request_dict(req: PlanRequest) -> dict[str, Any]:
         "tpot_p99_s", "tokens_per_s", "train_tokens", "deadline_s")}
     d["model"] = req.model.name
     d["dev"] = req.dev
+    d["concurrency"], d["global_batch"] = req.concurrency, req.global_batch  # "batch" by its concept's name
     return d
 
 

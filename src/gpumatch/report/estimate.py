@@ -1,4 +1,4 @@
-"""The field/value view of one estimate (``gpumatch estimate``) and of its memory curve.
+"""The views of ``gpumatch estimate``: one estimate's fields, its memory curve, a comparison over GPUs.
 
 The input is :meth:`gpumatch.estimate.Estimate.to_dict` (the JSON contract, SI units); nothing here computes a
 new figure. ``human=True`` (the table) shows quantities in human units ("36.2 GiB", "18.4 ms", "445 W", "$3.38");
@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpumatch.estimate.query import EstimateRun
 from gpumatch.report import human as hu
+from gpumatch.report.estimate_compare import comparison_csv_rows, comparison_text
+from gpumatch.report.render import key_values, to_csv, to_json, to_table
 from gpumatch.units import GIB
+from gpumatch.vocab import TRAINING_TASKS
 
-TRAINING = ("train", "finetune", "lora", "qlora")
+TRAINING = TRAINING_TASKS
 MEMORY_ITEMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "overhead", "total", "capacity")
 
 
@@ -121,3 +125,31 @@ def curve_rows(rows: list[dict[str, Any]], human: bool = True) -> list[dict[str,
     gib = hu.gib if human else _gib2
     return [{"batch": r["batch"], "seq": r["seq"], "activations": gib(r["activations_bytes"]),
              "kv_cache": gib(r["kv_cache_bytes"]), "total": gib(r["total_bytes"]), "fits": r["fits"]} for r in rows]
+
+
+def estimate_output(run: EstimateRun, fmt: str) -> list[str]:
+    """The text blocks ``gpumatch estimate`` prints, in order, for ``fmt`` (table, json or csv).
+
+    One GPU: its field/value view (JSON: the whole result, with ``memory_curve`` when asked for), then the
+    memory curve (table/CSV). Several GPUs: the comparison (JSON: a list of estimates; table/CSV: a row per GPU).
+    """
+    results = [e.to_dict() for e in run.estimates]
+    if len(results) > 1:
+        if fmt == "json":
+            return [to_json(results)]
+        return [to_csv(comparison_csv_rows(results)) if fmt == "csv" else comparison_text(results)]
+    d = results[0]
+    if run.with_curve:
+        d["memory_curve"] = run.curve
+    if fmt == "json":
+        return [to_json(d)]
+    human = fmt == "table"  # CSV keeps its figures as they were
+    view = field_values(d, human)
+    if fmt == "csv":
+        out = [to_csv([{"field": k, "value": v} for k, v in view.items()], ["field", "value"])]
+    else:
+        out = [key_values(view)]
+    if run.with_curve:
+        rows = curve_rows(run.curve, human)
+        out.append(to_csv(rows, None) if fmt == "csv" else to_table(rows, None, CURVE_TITLE))
+    return out

@@ -13,8 +13,9 @@ from typing import Any
 
 from gpumatch.report.render import to_table, wrap_block
 from gpumatch.units import GIB
+from gpumatch.vocab import TRAINING_TASKS
 
-TRAINING = ("train", "finetune", "lora", "qlora")
+TRAINING = TRAINING_TASKS
 NO_RUN = "does not fit"
 
 

@@ -19,10 +19,11 @@ import math
 from typing import Any
 
 from gpumatch.report import human
-from gpumatch.report.render import Column, cut, output_width, to_table, wrap_block
+from gpumatch.report.render import Column, cut, output_width, to_csv, to_json, to_table, wrap_block
 from gpumatch.units import GIB
+from gpumatch.vocab import TRAINING_TASKS
 
-TRAINING = ("train", "finetune", "lora", "qlora")
+TRAINING = TRAINING_TASKS
 EXAMPLES_PER_REASON = 6
 
 
@@ -433,3 +434,10 @@ def csv_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
                      "tpot_s": "", "step_s": "", "usd_per_million_tokens": "", "total_bytes": "", "bound": "",
                      "rule": r["rule"], "reason": r["reason"]})
     return rows
+
+
+def plan_output(d: dict[str, Any], fmt: str, verbose: bool = False) -> str:
+    """What ``gpumatch plan`` prints for ``fmt``: JSON in full, CSV rows (:func:`csv_rows`) or the text."""
+    if fmt == "json":
+        return to_json(d)
+    return to_csv(csv_rows(d)) if fmt == "csv" else plan_text(d, verbose=verbose)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from gpumatch.errors import InputError
 from gpumatch.models import ModelArch
-from gpumatch.workload.schema import TRAINING_TASKS
+from gpumatch.vocab import is_training as is_training
 
 #: Options that mean something only when training (full, LoRA or QLoRA).
 TRAINING_ONLY: tuple[str, ...] = (
@@ -33,10 +33,6 @@ MAX_GPUS = 1_000_000
 MAX_TOKENS_PER_SEQUENCE = 100_000_000
 MAX_RUN_TOKENS = 1e18
 MAX_MICRO_BATCHES = 1_000_000
-
-
-def is_training(task: str) -> bool:
-    return task in TRAINING_TASKS
 
 
 def misplaced_options(task: str, given: Iterable[str]) -> list[tuple[str, str]]:

@@ -11,16 +11,20 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpumatch.vocab import FOUR_BIT as FOUR_BIT
+from gpumatch.vocab import TASKS as TASKS
+from gpumatch.vocab import TRAINING_TASKS as TRAINING_TASKS
+from gpumatch.vocab import WEIGHT_PRECISIONS, MasterWeights
+from gpumatch.vocab import Precision as Dtype
+from gpumatch.vocab import Task as Task
+from gpumatch.vocab import WorkloadOptimizer as Optimizer
 from gpumatch.workload.quantities import Seconds, Tokens, Usd, UsdPerHour, UsdPerKwh, Watts
 
-Task = Literal["train", "finetune", "lora", "qlora", "infer", "serve", "dev"]
-TASKS: tuple[str, ...] = ("train", "finetune", "lora", "qlora", "infer", "serve", "dev")
-TRAINING_TASKS: frozenset[str] = frozenset({"train", "finetune", "lora", "qlora"})
-Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4"]
-PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4")
-FOUR_BIT: frozenset[str] = frozenset({"int4", "nf4", "fp4"})
+# The vocabulary (tasks, precisions, optimizers) is gpumatch.vocab's; the names above are re-exported for
+# the callers that read them from the schema.
+PRECISIONS = WEIGHT_PRECISIONS
+
 Cooling = Literal["air", "liquid"]
-Optimizer = Literal["adamw", "adamw8bit", "sgd", "adafactor"]
 
 #: Roles the planner ranks candidates for (the seed's four, plus two serving roles).
 ROLES: tuple[str, ...] = (
@@ -45,7 +49,7 @@ class PrecisionSection(_Strict):
     kv_cache: Dtype | None = None
     gradients: Dtype | None = None
     optimizer: Literal["fp32", "bf16", "int8"] | None = None
-    master_weights: Literal["fp32", "none"] | None = None
+    master_weights: MasterWeights | None = None
 
 
 class ShapeSection(_Strict):

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpumatch.models import ModelArch
+from gpumatch.vocab import ADAPTER_TASKS, FULL_TRAINING_TASKS
 from gpumatch.workload.rules import context_problem, misplaced_options
 from gpumatch.workload.schema import FOUR_BIT, TRAINING_TASKS, PrecisionSection, WorkloadFile
 
@@ -206,7 +207,7 @@ def _check_task_weights(task: str, weights: str) -> None:
         )
     if task == "lora" and weights in FOUR_BIT:
         raise WorkloadRuleError("task", f"LoRA on a {weights} base is QLoRA", "set task = 'qlora'")
-    if task in ("train", "finetune") and weights in ("int8", *FOUR_BIT):
+    if task in FULL_TRAINING_TASKS and weights in ("int8", *FOUR_BIT):
         raise WorkloadRuleError(
             "precision.weights",
             f"task {task!r} updates every weight, which cannot be stored as {weights}",
@@ -218,7 +219,7 @@ def resolve_shape(wf: WorkloadFile, model: ModelArch) -> Shape:
     """Task-dependent defaults, and a context that fits the model's position range."""
     s, task = wf.shape, wf.task
     training = task in TRAINING_TASKS
-    if s.lora_rank is not None and task not in ("lora", "qlora"):
+    if s.lora_rank is not None and task not in ADAPTER_TASKS:
         raise WorkloadRuleError("shape.lora_rank", f"lora_rank is set but task is {task!r}", "remove it")
     _check_task_fields(task, {"shape.micro_batch_size": s.micro_batch_size, "shape.prompt_tokens": s.prompt_tokens,
                               "shape.output_tokens": s.output_tokens})
@@ -230,7 +231,7 @@ def resolve_shape(wf: WorkloadFile, model: ModelArch) -> Shape:
     if problem:
         where = "shape.sequence_length" if training else "shape.prompt_tokens"
         raise WorkloadRuleError(where, *problem)
-    lora = s.lora_rank or (DEFAULT_LORA_RANK if task in ("lora", "qlora") else None)
+    lora = s.lora_rank or (DEFAULT_LORA_RANK if task in ADAPTER_TASKS else None)
     return Shape(s.batch_size, s.micro_batch_size, seq, prompt, output, s.concurrency, lora)
 
 

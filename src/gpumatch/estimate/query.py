@@ -1,0 +1,174 @@
+"""``gpumatch estimate`` as one library call: :func:`run_estimate` of an :class:`EstimateQuery`.
+
+The query holds what the command line said (strings and counts, None = not given). The shared concepts (task,
+model, concurrency, global and micro-batch, lengths, precisions, optimizer) go through the one mapping of a
+workload file and flags, :func:`gpumatch.workload.request.resolve_request`; :func:`estimate_options` turns the
+result into the options of :func:`gpumatch.estimate.estimate` (the path of a field: flag or file field ->
+:class:`~gpumatch.workload.request.WorkRequest` -> :class:`~gpumatch.estimate.setup.Request` -> memory).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpumatch.catalog import load_catalog
+from gpumatch.errors import InputError
+from gpumatch.estimate.api import estimate, memory_curve
+from gpumatch.estimate.calibration import Calibration, load_calibration_file
+from gpumatch.estimate.results import Estimate
+from gpumatch.vocab import estimator_task
+from gpumatch.workload import load_workload
+from gpumatch.workload.quantities import token_count
+from gpumatch.workload.request import RequestFlags, WorkRequest, deprecation_notes, replicas_for, resolve_request
+
+
+@dataclass(frozen=True)
+class EstimateQuery:
+    """One ``gpumatch estimate``: the shared flags (``request``), the GPUs to compare, the layout and extras.
+
+    ``models``: every ``--model`` given (more than one is an error); ``request.model`` is ignored.
+    ``run_tokens`` is text as typed ('100M', '2e9'); ``calibration`` a Calibration JSON file; ``curve`` adds the
+    memory growth curve over batch × sequence length (one GPU only).
+    """
+
+    request: RequestFlags = field(default_factory=RequestFlags)
+    models: tuple[str, ...] = ()
+    gpus: tuple[str, ...] = ()
+    workload: str | None = None
+    count: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    zero: int | None = None
+    micro_batches: int | None = None
+    recompute: str | None = None
+    offload_optimizer: bool = False
+    run_tokens: str | None = None
+    calibration: str | None = None
+    curve: bool = False
+
+
+@dataclass(frozen=True)
+class EstimateRun:
+    """What ``gpumatch estimate`` shows: one estimate per GPU (in the order given) and, with ``curve``, the
+    memory growth rows of :func:`gpumatch.estimate.memory_curve` for the one GPU."""
+
+    estimates: tuple[Estimate, ...]
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    with_curve: bool = False
+    notes: tuple[str, ...] = ()
+    """How the query was asked for: a deprecated flag and the one that replaces it."""
+
+
+def run_estimate(query: EstimateQuery) -> EstimateRun:
+    """Estimate the query's configuration on each of its GPUs (flags over the workload file)."""
+    work = query_request(query)
+    if work.model is None:
+        raise InputError("--model is required (or --workload FILE)", "see 'gpumatch estimate --help'")
+    gpus = distinct_gpus(query.gpus)
+    if len(gpus) > 1 and query.curve:
+        raise InputError(f"--curve draws one GPU's memory curve, but --gpu was given {len(gpus)} times",
+                         "drop --curve to compare, or give one --gpu")
+    options = estimate_options(work, query)
+    extras = _extras(query, work)
+    estimates = tuple(estimate(work.model, g, count=query.count, **options, **extras) for g in gpus)
+    curve = memory_curve(work.model, gpus[0], count=query.count, **options) if query.curve else []
+    return EstimateRun(estimates, curve, query.curve, deprecation_notes(work))
+
+
+def query_request(query: EstimateQuery) -> WorkRequest:
+    """The shared concepts of the query: its workload file (if any) under its flags."""
+    if len(query.models) > 1:
+        raise InputError(f"--model given {len(query.models)} times ({', '.join(query.models)}): estimate takes "
+                         "one model", "run one estimate per model; repeat --gpu to compare GPUs")
+    flags = query.request
+    if query.models:
+        flags = RequestFlags(**{**vars(flags), "model": query.models[0]})
+    return resolve_request(load_workload(query.workload) if query.workload else None, flags)
+
+
+def distinct_gpus(names: tuple[str, ...]) -> list[str]:
+    """The GPUs as canonical names, in order; the same card named twice is an error."""
+    catalog = load_catalog()
+    out: list[str] = []
+    for n in names:
+        name = catalog.get(n).name
+        if name in out:
+            raise InputError(f"--gpu {n!r} names {name} a second time", "give each GPU once")
+        out.append(name)
+    return out
+
+
+def estimate_options(work: WorkRequest, query: EstimateQuery) -> dict[str, Any]:
+    """The :class:`~gpumatch.estimate.setup.Request` options of ``work`` with the query's layout: only what the
+    file or a flag set (defaults never trigger a rule).
+
+    Inference: ``concurrency`` sequences in flight are spread over the replicas (``dp``) as the planner does,
+    ``ceil(concurrency / dp)`` each (``batch``), ``in_flight`` = concurrency when that leaves a slot empty.
+    Training: ``micro_batch`` is the batch per DP rank; a ``global_batch`` without it is spread over the DP
+    ranks (``ceil(global / dp)``, no accumulation); with both, the micro-batches per step (gradient
+    accumulation) are ``ceil(global / (micro × dp))`` unless ``--micro-batches`` says otherwise.
+    """
+    keep = ("seq", "prompt", "gen", "precision", "kv_precision", "optimizer", "master_weights", "lora_rank",
+            "price_basis", "gpus_per_node")
+    opts: dict[str, Any] = {k: v for k, v in work.given().items() if k in keep}
+    opts["task"] = estimator_task(work.task)
+    layout = {"tp": query.tp, "pp": query.pp, "dp": query.dp, "zero": query.zero, "recompute": query.recompute,
+              "micro_batches": query.micro_batches, "offload_optimizer": query.offload_optimizer or None}
+    opts.update({k: v for k, v in layout.items() if v is not None})
+    opts.update(_batch_options(work, query))
+    return opts
+
+
+def _replicas(query: EstimateQuery) -> int:
+    """Data-parallel ranks (replicas) of the query's layout: ``--dp``, else ``count / (tp × pp)``, else 1."""
+    if query.dp is not None:
+        return query.dp
+    split = (query.tp or 1) * (query.pp or 1)
+    return max(1, (query.count or split) // split)
+
+
+def _batch_options(work: WorkRequest, query: EstimateQuery) -> dict[str, Any]:
+    """``batch`` (per DP rank / replica), ``micro_batches`` and ``in_flight`` of ``work`` (see estimate_options)."""
+    dp = _replicas(query)
+    if not work.training:
+        if work.replica_batch is not None:
+            return {"batch": work.replica_batch}
+        if work.concurrency is None:
+            return {}
+        batch, in_flight = replicas_for(work.concurrency, dp)
+        out: dict[str, Any] = {"batch": batch} | ({} if in_flight is None else {"in_flight": in_flight})
+        if work.concurrency < dp:
+            out["warnings"] = (f"{work.flag('concurrency')} {work.concurrency} cannot fill {dp} replicas: estimated "
+                               f"with one sequence per replica ({dp} in flight)",)
+        return out
+    micro, total = work.micro_batch, work.global_batch
+    if total is None:
+        return {} if micro is None else {"batch": micro}
+    if query.micro_batches is not None:
+        if "global_batch" in work.from_flags:
+            raise InputError(f"{work.flag('global_batch')} and --micro-batches both set the step's batch",
+                             "give --global-batch with --micro-batch, or --micro-batch with --micro-batches")
+        return {"batch": micro if micro is not None else math.ceil(total / (dp * query.micro_batches))}
+    if micro is None:
+        return {"batch": math.ceil(total / dp)}
+    return {"batch": micro, "micro_batches": max(1, math.ceil(total / (micro * dp)))}
+
+
+def _extras(query: EstimateQuery, work: WorkRequest) -> dict[str, Any]:
+    """``run_tokens`` (``--run-tokens``, else a training file's ``targets.train_tokens``) and the calibration."""
+    out: dict[str, Any] = {}
+    if query.run_tokens is not None:
+        try:
+            out["run_tokens"] = token_count(query.run_tokens)
+        except ValueError as e:
+            raise InputError(f"--run-tokens: {e}") from None
+    elif work.training and work.train_tokens is not None:
+        out["run_tokens"] = work.train_tokens
+    if query.calibration:
+        cal: Calibration = load_calibration_file(query.calibration)
+        out["calibration"] = cal
+    return out
+
