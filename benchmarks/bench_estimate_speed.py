@@ -25,7 +25,7 @@ import numpy as np
 from gpumatch.catalog import get_gpu, load_catalog
 from gpumatch.estimate import build_case, estimate, evaluate, model_nums
 from gpumatch.estimate.api import _request
-from gpumatch.estimate.candidates import Choice, candidate_case, gpu_table
+from gpumatch.estimate.vectorized import Choice, candidate_case, gpu_table
 from gpumatch.models import get_model
 
 

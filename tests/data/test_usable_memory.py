@@ -25,7 +25,7 @@ import pytest
 from gpumatch.catalog import GpuFile, load_catalog
 from gpumatch.catalog.memory import PROCESS_RESERVES, facts_from_file, memory_family, usable_memory
 from gpumatch.estimate.api import estimate
-from gpumatch.estimate.candidates import gpu_table
+from gpumatch.estimate.vectorized import gpu_table
 from gpumatch.units import MIB
 
 DATA_DIR = Path(str(resources.files("gpumatch.catalog") / "data" / "gpus"))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gpumatch.models import get_model
 from gpumatch.plan import plan
-from gpumatch.plan.inputs import with_options
+from gpumatch.plan.request import with_options
 from gpumatch.plan.rules import DEFAULT_MEMORY_MARGIN, RULES
 
 MODELS = ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "llama-3.1-70b")

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from gpumatch.catalog import GpuSpec, Price, load_catalog
 from gpumatch.models import get_model
 from gpumatch.plan import plan
-from gpumatch.plan.inputs import PlanRequest, with_options
+from gpumatch.plan.request import PlanRequest, with_options
 from gpumatch.plan.roles import ROLE_BY_NAME, mitigation_risk
 
 SPECS = load_catalog().gpus

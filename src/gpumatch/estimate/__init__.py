@@ -7,12 +7,12 @@ Scalar: :func:`estimate` (one configuration -> :class:`Estimate`). Vectorized: :
 
 from gpumatch.estimate.api import estimate, memory_curve, model_arch, resolve_gpu, run_metrics
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from gpumatch.estimate.case import Case, ModelNums, model_nums
 from gpumatch.estimate.engine import INFER_TASKS, TASKS, TRAIN_TASKS, evaluate, memory_items, scaling
-from gpumatch.estimate.inputs import Case, ModelNums, model_nums
+from gpumatch.estimate.options import Request, build_case
 from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
-from gpumatch.estimate.setup import Request, build_case
 
 __all__ = [
     "BOUNDS",

@@ -1,7 +1,7 @@
 """Public entry points: :func:`estimate` for one configuration, :func:`memory_curve` for growth curves.
 
 The planner evaluates many candidates at once through :func:`gpumatch.estimate.engine.evaluate` on a
-:class:`~gpumatch.estimate.inputs.Case` of numpy arrays (see :mod:`gpumatch.estimate.candidates`).
+:class:`~gpumatch.estimate.case.Case` of numpy arrays (see :mod:`gpumatch.estimate.vectorized`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from gpumatch.errors import InputError
 from gpumatch.estimate import fitting
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from gpumatch.estimate.case import model_nums
 from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
-from gpumatch.estimate.inputs import model_nums
+from gpumatch.estimate.options import Request, build_case, shape_numbers
 from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
-from gpumatch.estimate.setup import Request, build_case, shape_numbers
 from gpumatch.models import resolve_model
 from gpumatch.models.arch import ModelArch
 from gpumatch.workload.rules import (
@@ -147,7 +147,7 @@ def estimate(
     run_tokens: float | None = None,
     **options: Any,
 ) -> Estimate:
-    """Estimate one configuration. ``options`` are the fields of :class:`~gpumatch.estimate.setup.Request`:
+    """Estimate one configuration. ``options`` are the fields of :class:`~gpumatch.estimate.options.Request`:
     task, batch, seq, prompt, gen, precision, kv_precision, optimizer, master_weights, grad_bytes, recompute,
     flash, tp, pp, dp, zero, micro_batches, sequence_parallel, lora_rank, kv_block, gpus_per_node.
 

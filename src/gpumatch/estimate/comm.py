@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from gpumatch.estimate._num import Num, where
 from gpumatch.estimate.calibration import Calibration
-from gpumatch.estimate.inputs import Case
+from gpumatch.estimate.case import Case
 
 
 def link(c: Case, span: Num, cal: Calibration) -> tuple[Num, Num]:

@@ -16,7 +16,7 @@ from gpumatch.errors import InputError
 from gpumatch.estimate import cost, flops, memory, power, roofline, training
 from gpumatch.estimate._num import Num, is_array, is_one, vmax, vmin, where
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from gpumatch.estimate.inputs import Case, ModelNums
+from gpumatch.estimate.case import Case, ModelNums
 from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.vocab import ESTIMATOR_TASKS, TRAINING_TASKS
 

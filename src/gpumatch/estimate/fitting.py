@@ -1,7 +1,7 @@
 """What would make a configuration that does not fit fit: the planner's mitigations, tried on one request.
 
 When :func:`gpumatch.estimate.estimate` finds that a configuration does not fit in memory, it tries the changes
-the planner enumerates (:mod:`gpumatch.plan.candidates`), one at a time and then the usual pairs, evaluates each
+the planner enumerates (:mod:`gpumatch.plan.enumeration`), one at a time and then the usual pairs, evaluates each
 with the same engine, and names the first that fits with what it costs (step time or TPOT, tokens/s), so the
 user is told "--recompute selective fits: 71.2 of 79.6 GiB, step 1.92 s (+19 %)" instead of only "does not
 fit". Order (cheapest to the workload first):
@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 from gpumatch.catalog import GpuSpec
 from gpumatch.errors import InputError
 from gpumatch.estimate.calibration import Calibration
+from gpumatch.estimate.case import model_nums
 from gpumatch.estimate.engine import evaluate, memory_items
-from gpumatch.estimate.inputs import model_nums
+from gpumatch.estimate.options import Request, build_case
 from gpumatch.estimate.power import Site
 from gpumatch.estimate.precision import bytes_per_element
-from gpumatch.estimate.setup import Request, build_case
 from gpumatch.models.arch import ModelArch
 from gpumatch.units import GIB
 from gpumatch.vocab import FULL_TRAINING_TASKS

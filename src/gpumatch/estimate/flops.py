@@ -19,7 +19,7 @@ Sources:
 from __future__ import annotations
 
 from gpumatch.estimate._num import Num, vmin
-from gpumatch.estimate.inputs import Case, ModelNums
+from gpumatch.estimate.case import Case, ModelNums
 
 
 def layer_gemm_flops(m: ModelNums, tokens: Num) -> Num:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from gpumatch.estimate._num import Num, ceil_div, vmax, vmin, where
 from gpumatch.estimate.calibration import Calibration
-from gpumatch.estimate.inputs import Case, ModelNums
+from gpumatch.estimate.case import Case, ModelNums
 
 
 def layers_per_stage(m: ModelNums, pp: Num) -> Num:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from gpumatch.estimate._num import Num, vmax
 from gpumatch.estimate.calibration import Calibration
-from gpumatch.estimate.inputs import Case
+from gpumatch.estimate.case import Case
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ The query holds what the command line said (strings and counts, None = not given
 model, concurrency, global and micro-batch, lengths, precisions, optimizer) go through the one mapping of a
 workload file and flags, :func:`gpumatch.workload.request.resolve_request`; :func:`estimate_options` turns the
 result into the options of :func:`gpumatch.estimate.estimate` (the path of a field: flag or file field ->
-:class:`~gpumatch.workload.request.WorkRequest` -> :class:`~gpumatch.estimate.setup.Request` -> memory).
+:class:`~gpumatch.workload.request.WorkRequest` -> :class:`~gpumatch.estimate.options.Request` -> memory).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def distinct_gpus(names: tuple[str, ...]) -> list[str]:
 
 
 def estimate_options(work: WorkRequest, query: EstimateQuery) -> dict[str, Any]:
-    """The :class:`~gpumatch.estimate.setup.Request` options of ``work`` with the query's layout: only what the
+    """The :class:`~gpumatch.estimate.options.Request` options of ``work`` with the query's layout: only what the
     file or a flag set (defaults never trigger a rule).
 
     Inference: ``concurrency`` sequences in flight are spread over the replicas (``dp``) as the planner does,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from gpumatch.estimate import comm, flops
 from gpumatch.estimate._num import Num, is_one, vmax, vmin, where
 from gpumatch.estimate.calibration import Calibration
-from gpumatch.estimate.inputs import Case, ModelNums
+from gpumatch.estimate.case import Case, ModelNums
 from gpumatch.estimate.memory import layers_per_stage
 
 GEMMS_PER_LAYER = 4.0

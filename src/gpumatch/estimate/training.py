@@ -25,7 +25,7 @@ from __future__ import annotations
 from gpumatch.estimate import comm, flops
 from gpumatch.estimate._num import Num, vmax, where
 from gpumatch.estimate.calibration import Calibration
-from gpumatch.estimate.inputs import Case, ModelNums
+from gpumatch.estimate.case import Case, ModelNums
 from gpumatch.estimate.memory import adapter_params_per_gpu, layers_per_stage, weight_params_per_gpu
 from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, elementwise_bytes, host_time, op
 

@@ -4,8 +4,8 @@ Public API: :func:`plan` (a :class:`~gpumatch.workload.Workload` or a :class:`Pl
 :class:`PlanRequest` and :func:`from_workload`, the roles (:data:`ROLES`) and the rules (:data:`RULES`).
 """
 
-from gpumatch.plan.inputs import PlanRequest, from_workload
 from gpumatch.plan.planner import Plan, plan
+from gpumatch.plan.request import PlanRequest, from_workload
 from gpumatch.plan.roles import ROLES, Role
 from gpumatch.plan.rules import RULES
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpumatch.plan.inputs import PlanRequest
+from gpumatch.plan.request import PlanRequest
 from gpumatch.units import GIB
 
 _LOG_TERMS = {"throughput": ("tokens/s", True), "latency": ("latency", False), "cost": ("$ per token", False),

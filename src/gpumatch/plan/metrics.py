@@ -32,12 +32,12 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.estimate import DEFAULT_CALIBRATION, Calibration, evaluate, memory_items, model_nums, scaling
-from gpumatch.estimate.candidates import Choice, GpuTable, candidate_case
-from gpumatch.estimate.inputs import Case
+from gpumatch.estimate.case import Case
 from gpumatch.estimate.precision import activation_precision
-from gpumatch.plan.candidates import CandidateSet
-from gpumatch.plan.inputs import PlanRequest
+from gpumatch.estimate.vectorized import Choice, GpuTable, candidate_case
+from gpumatch.plan.enumeration import CandidateSet
 from gpumatch.plan.pricing import Prices
+from gpumatch.plan.request import PlanRequest
 from gpumatch.vocab import ADAPTER_TASKS
 
 FloatArray = npt.NDArray[np.float64]

@@ -28,12 +28,12 @@ from gpumatch.catalog import GpuSpec, load_catalog
 from gpumatch.catalog.prices import PriceChoice, unpriced_mark
 from gpumatch.errors import InputError
 from gpumatch.estimate import BOUNDS, DEFAULT_CALIBRATION, Calibration
-from gpumatch.estimate.candidates import GpuTable, gpu_table
+from gpumatch.estimate.options import SCALEUP_DOMAIN
 from gpumatch.estimate.precision import WEIGHT_PRECISIONS
-from gpumatch.estimate.setup import SCALEUP_DOMAIN
+from gpumatch.estimate.vectorized import GpuTable, gpu_table
 from gpumatch.plan import explain, metrics, pricing, rules, search
-from gpumatch.plan.candidates import TP_DEGREES, CandidateSet, Mitigation, enumerate_candidates
-from gpumatch.plan.inputs import PlanRequest, from_workload
+from gpumatch.plan.enumeration import TP_DEGREES, CandidateSet, Mitigation, enumerate_candidates
+from gpumatch.plan.request import PlanRequest, from_workload
 from gpumatch.plan.roles import (
     Role,
     applicable,
@@ -176,7 +176,7 @@ def check_pins(req: PlanRequest) -> None:
     """A pinned TP/PP degree the model or the node cannot take is an input error, not a plan with no candidates.
 
     Same tests as the ``heads``/``layers`` rules (TP divides the attention heads, and divides or is a multiple of
-    the KV heads; PP at most the layers), plus TP inside one node (see :mod:`gpumatch.plan.candidates`).
+    the KV heads; PP at most the layers), plus TP inside one node (see :mod:`gpumatch.plan.enumeration`).
     """
     a, gpn = req.model, req.gpus_per_node
     if req.tp is not None:

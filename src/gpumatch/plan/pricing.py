@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec
 from gpumatch.catalog.prices import HOURLY_BASES, RECENCY_DAYS, PriceChoice, quote_period, select_price, unpriced_mark
-from gpumatch.plan.inputs import PlanRequest
+from gpumatch.plan.request import PlanRequest
 
 FloatArray = npt.NDArray[np.float64]
 

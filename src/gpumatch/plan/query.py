@@ -3,7 +3,7 @@
 The query holds what the command line said (text and counts, None = not given). The shared concepts (task,
 model, concurrency, global and micro-batch, lengths, precisions) go through the one mapping of a workload file and
 flags, :func:`gpumatch.workload.request.resolve_request`, as ``gpumatch estimate``'s do; :func:`plan_request`
-turns the result and the plan's own options into a :class:`~gpumatch.plan.inputs.PlanRequest`. Rendering the
+turns the result and the plan's own options into a :class:`~gpumatch.plan.request.PlanRequest`. Rendering the
 plan is :mod:`gpumatch.report.plan`'s.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from gpumatch.catalog import load_catalog
 from gpumatch.errors import InputError
 from gpumatch.plan import search
-from gpumatch.plan.inputs import PlanRequest, from_request
 from gpumatch.plan.planner import Plan, plan
+from gpumatch.plan.request import PlanRequest, from_request
 from gpumatch.workload import load_workload
 from gpumatch.workload.request import RequestFlags, deprecation_notes, resolve_request
 

@@ -45,8 +45,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec
-from gpumatch.plan.candidates import kv_as_written
-from gpumatch.plan.inputs import PlanRequest
+from gpumatch.plan.enumeration import kv_as_written
+from gpumatch.plan.request import PlanRequest
 from gpumatch.workload import SCORE_TERMS
 
 FloatArray = npt.NDArray[np.float64]

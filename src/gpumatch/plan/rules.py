@@ -20,9 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec
-from gpumatch.plan.candidates import CandidateSet
-from gpumatch.plan.inputs import PlanRequest
+from gpumatch.plan.enumeration import CandidateSet
 from gpumatch.plan.pricing import Prices, plan_prices
+from gpumatch.plan.request import PlanRequest
 from gpumatch.units import GIB
 
 BoolArray = npt.NDArray[np.bool_]

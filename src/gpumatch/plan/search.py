@@ -1,11 +1,11 @@
 """Bounds and pacing of the planner's search: refuse a search it cannot finish, run it in chunks, report progress.
 
-The search is the product GPUs × layouts × mitigations (:mod:`gpumatch.plan.candidates`); its size is known
-before anything is allocated (:func:`gpumatch.plan.candidates.candidate_count`). :data:`MAX_CANDIDATES` bounds
+The search is the product GPUs × layouts × mitigations (:mod:`gpumatch.plan.enumeration`); its size is known
+before anything is allocated (:func:`gpumatch.plan.enumeration.candidate_count`). :data:`MAX_CANDIDATES` bounds
 it: about 2.4 µs and 0.5 kB per candidate (measured on 2 cores: 2.4 M candidates took 4.5 s and 1.2 GB before the
 passes were chunked), so at most ~5 s and, with the estimator run over :data:`CHUNK` candidates at a time, well
 under 1 GB. A larger search is refused up front (exit 2) with the largest ``max_gpus`` that fits the bound.
-Counts no layout can use are pruned first (:func:`gpumatch.plan.candidates.useful_max_gpus`), so a large
+Counts no layout can use are pruned first (:func:`gpumatch.plan.enumeration.useful_max_gpus`), so a large
 ``--max-gpus`` for a small batch costs nothing.
 
 Progress goes to a callback ``progress(phase, done, total)`` (the library never prints; the CLI shows it on
@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.errors import InputError
-from gpumatch.plan.candidates import candidate_count, dp_limit, useful_max_gpus
-from gpumatch.plan.inputs import PlanRequest
+from gpumatch.plan.enumeration import candidate_count, dp_limit, useful_max_gpus
+from gpumatch.plan.request import PlanRequest
 
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``: ``done`` of ``total`` candidates of ``phase`` are through."""

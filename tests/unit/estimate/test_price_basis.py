@@ -14,7 +14,7 @@ from gpumatch.estimate import estimate
 from gpumatch.estimate.power import DEFAULT_SITE
 from gpumatch.models import get_model
 from gpumatch.plan import plan
-from gpumatch.plan.inputs import with_options
+from gpumatch.plan.request import with_options
 
 OPTS = {"task": "infer", "batch": 4, "prompt": 512, "gen": 128}
 

@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 
 from gpumatch.catalog import load_catalog
-from gpumatch.estimate.candidates import gpu_table
+from gpumatch.estimate.vectorized import gpu_table
 from gpumatch.models import get_model
 from gpumatch.plan import explain
-from gpumatch.plan.candidates import enumerate_candidates, gpu_counts, layouts, mitigations
-from gpumatch.plan.inputs import with_options
+from gpumatch.plan.enumeration import enumerate_candidates, gpu_counts, layouts, mitigations
 from gpumatch.plan.metrics import memory, performance
 from gpumatch.plan.pricing import plan_prices
+from gpumatch.plan.request import with_options
 from gpumatch.plan.roles import relative, score
 
 

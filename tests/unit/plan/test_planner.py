@@ -12,7 +12,7 @@ from gpumatch.catalog.prices import select_price
 from gpumatch.errors import InputError
 from gpumatch.models import get_model
 from gpumatch.plan import PlanRequest, plan
-from gpumatch.plan.inputs import with_options
+from gpumatch.plan.request import with_options
 from gpumatch.workload import load_workload
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -11,7 +11,7 @@ from gpumatch.catalog.prices import select_price
 from gpumatch.cli.app import main
 from gpumatch.models import get_model
 from gpumatch.plan import plan
-from gpumatch.plan.inputs import PlanRequest, with_options
+from gpumatch.plan.request import PlanRequest, with_options
 
 
 def _req(**kw: object) -> PlanRequest:

@@ -16,8 +16,8 @@ from gpumatch.cli.app import main
 from gpumatch.errors import InputError
 from gpumatch.models import get_model
 from gpumatch.plan import PlanRequest, plan, search
-from gpumatch.plan.candidates import candidate_count, dp_limit, enumerate_candidates, useful_max_gpus
-from gpumatch.plan.inputs import with_options
+from gpumatch.plan.enumeration import candidate_count, dp_limit, enumerate_candidates, useful_max_gpus
+from gpumatch.plan.request import with_options
 from gpumatch.plan.rules import _apart
 from gpumatch.report.progress import StatusLine
 

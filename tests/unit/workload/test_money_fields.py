@@ -10,7 +10,7 @@ import pytest
 
 from gpumatch.cli.app import main
 from gpumatch.errors import DataFileError
-from gpumatch.plan.inputs import from_workload
+from gpumatch.plan.request import from_workload
 from gpumatch.workload import load_workload
 
 HEAD = 'task = "serve"\nmodel = "llama-3.2-3b"\n[money]\n'

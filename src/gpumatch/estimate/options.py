@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from gpumatch.catalog import GpuSpec
 from gpumatch.catalog.prices import DEFAULT_BASIS, HOURLY_BASES, check_basis, select_price
 from gpumatch.errors import InputError
+from gpumatch.estimate.case import Case
 from gpumatch.estimate.engine import TASKS, TRAIN_TASKS
-from gpumatch.estimate.inputs import Case
 from gpumatch.estimate.precision import (
     KV_PRECISIONS,
     LOW_PRECISION_COMPUTE_KEYS,

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.estimate.precision import activation_precision
-from gpumatch.plan.inputs import PlanRequest
+from gpumatch.plan.request import PlanRequest
 from gpumatch.vocab import RECOMPUTE_MODES
 
 IntArray = npt.NDArray[np.int64]

@@ -7,7 +7,7 @@ import pytest
 
 from gpumatch.catalog import get_gpu
 from gpumatch.estimate import estimate, evaluate, model_nums
-from gpumatch.estimate.candidates import candidate_case, case_supported, gpu_table, layout_valid
+from gpumatch.estimate.vectorized import candidate_case, case_supported, gpu_table, layout_valid
 from gpumatch.models import get_model
 
 GPUS = ["H100 SXM", "A100 SXM4 80GB", "RTX 4090"]
@@ -56,7 +56,7 @@ def test_layout_valid() -> None:
 
 
 def test_choice_equals_string_arrays() -> None:
-    from gpumatch.estimate.candidates import Choice
+    from gpumatch.estimate.vectorized import Choice
 
     arch = get_model("llama-3.1-8b")
     table = gpu_table([get_gpu("H100 SXM")])

@@ -25,9 +25,9 @@ import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec
 from gpumatch.estimate._num import Num
-from gpumatch.estimate.inputs import Case
+from gpumatch.estimate.case import Case
+from gpumatch.estimate.options import Request, gpu_numbers, precision_numbers, shape_numbers, weight_precision
 from gpumatch.estimate.precision import LOW_PRECISION_COMPUTE_KEYS, WEIGHT_PRECISIONS, compute_path
-from gpumatch.estimate.setup import Request, gpu_numbers, precision_numbers, shape_numbers, weight_precision
 from gpumatch.models.arch import ModelArch
 
 FloatArray = npt.NDArray[np.float64]
