@@ -27,6 +27,7 @@ from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
 from gpumatch.models import resolve_model
 from gpumatch.models.arch import ModelArch
+from gpumatch.units import GIB
 from gpumatch.workload.rules import (
     MAX_BATCH,
     MAX_GPUS,
@@ -186,11 +187,11 @@ def estimate(
     mem = MemoryEstimate({k: metrics[k] for k in _MEMORY_ITEMS})
     hint = ""
     if not mem.fits:
-        over = -mem.margin_bytes / 2**30
+        over = -mem.margin_bytes / GIB
         hint = _fit_hint(arch, spec, req, cal, site or DEFAULT_SITE, metrics)
         tail = f"; {hint}" if hint else (
             "; none of the changes tried fits (see 'gpumatch plan' for more GPUs or other cards)")
-        warnings += (f"does not fit: needs {over:.1f} GiB more than the {mem.items['capacity_bytes'] / 2**30:.1f} "
+        warnings += (f"does not fit: needs {over:.1f} GiB more than the {mem.items['capacity_bytes'] / GIB:.1f} "
                      f"GiB of {spec.name}{tail}",)
     return Estimate(
         task=req.task,

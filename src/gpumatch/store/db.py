@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from gpumatch.errors import StoreError
+from gpumatch.units import MIB
 
 T = TypeVar("T")
 
@@ -86,7 +87,7 @@ def _full(path: Path) -> bool:
     import shutil
 
     try:
-        return shutil.disk_usage(path.parent).free < 1 << 20
+        return shutil.disk_usage(path.parent).free < MIB
     except OSError:
         return False
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from gpumatch.telemetry.probe import TorchBuild
 from gpumatch.telemetry.types import REASON_APP_CLOCKS, DeviceInfo, EdgeCounters, GpuProcess, Sample, SystemInfo
+from gpumatch.units import GIB
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 PSU_RULE = 1.5
@@ -176,7 +177,7 @@ def check_processes(g: GpuFacts, own_pids: frozenset[int]) -> Check:
     foreign = [p for p in g.processes if p.pid not in own_pids]
     if not foreign:
         return _c("foreign-processes", g, PASS, "no other process holds this GPU")
-    desc = ", ".join(f"{p.pid} {p.name}" + (f" ({p.used_memory_bytes / 2**30:.1f} GiB)" if p.used_memory_bytes
+    desc = ", ".join(f"{p.pid} {p.name}" + (f" ({p.used_memory_bytes / GIB:.1f} GiB)" if p.used_memory_bytes
                                             else "") for p in foreign[:5])
     return _c("foreign-processes", g, FAIL, f"{len(foreign)} other process(es): {desc}",
               "stop them or choose another GPU (CUDA_VISIBLE_DEVICES); shared GPUs give unrepeatable numbers")
