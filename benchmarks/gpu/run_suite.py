@@ -79,11 +79,27 @@ def _heldout3_plan() -> dict[str, Any]:
     }
 
 
+def _heldout4_plan() -> dict[str, Any]:
+    """Fourth run (2026-12-04): long context, 12k-32k tokens of prefill and decode at 16k-32k, on the 8B, the
+    Qwen2.5-7B and the 3B shapes; predictions frozen in a commit before it ran (nothing of it is fitted on)."""
+    m8, q7, m3 = shapes.LLAMA_3_8B, shapes.QWEN2_5_7B, shapes.LLAMA_3_2_3B
+    return {
+        "decode_models": [m8], "batches": [1, 8, 16], "contexts": [16384, 32768],
+        "decode_variants": ["graph", "compiled-graph"], "eager_contexts": [],
+        "prefill": [(1, 12288), (1, 16384), (1, 24576), (1, 32768), (2, 16384)],
+        "prefill_models": [m8, q7, m3],
+        "gemms": [(m, 4096, 4096) for m in (1, 4096)], "copies": [2**30], "train": [],
+        "budgets_s": {"micro": 20, "decode": 200, "prefill": 150, "train": 0},
+    }
+
+
 def _plan(tiny: bool, name: str = "main") -> dict[str, Any]:
     if name == "heldout":
         return _heldout_plan()
     if name == "heldout3":
         return _heldout3_plan()
+    if name == "heldout4":
+        return _heldout4_plan()
     if tiny:
         small = shapes.tiny_shape()
         return {
@@ -277,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--groups", default="micro,decode,prefill,train")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--plan", default="main", choices=["main", "heldout", "heldout3"])
+    ap.add_argument("--plan", default="main", choices=["main", "heldout", "heldout3", "heldout4"])
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     dev = device_of(args.device)
