@@ -1,6 +1,7 @@
 """Freeze gpumatch's predictions for a planned device run before it runs (the blind protocol).
 
-Usage: ``python benchmarks/freeze_predictions.py --plan heldout4 --out tests/data/measurements/DATE-h200-heldout4-blind-predictions.json``
+Usage: ``python benchmarks/freeze_predictions.py --plan heldout4 --out FILE`` (FILE:
+``tests/data/measurements/DATE-h200-heldout4-blind-predictions.json``)
 
 The cases are the ones ``benchmarks/gpu/run_suite.py --plan NAME`` will measure, named and configured exactly as
 :mod:`gpumatch.calibrate.cases` reads them back (decode: ``tpot_s`` at ``prompt = context - 1``; prefill:
