@@ -140,29 +140,31 @@ def findings(table: list[dict[str, Any]]) -> list[str]:
         "- The plain CUDA-graph decode step (eager graph column) is 20-45% slower than the compiled one at small "
         "batch (unfused RMSNorm/RoPE/SiLU kernels); gpumatch predicts the compiled step, as engines run it.",
         *_blind_run_lines(timed),
-        f"- {_card_count()} different H200 cards ran the three suite runs (UUIDs above), same driver and software.",
+        f"- {_card_count()} different H200 cards ran the suite runs (UUIDs above), same driver and software.",
         *_probe_lines(),
         *_precision_probe_lines(),
     ]
     return lines
 
 
-BLIND_RUN = "heldout3"
-"""The run whose cases (new shapes: Qwen2.5-0.5B/1.5B/7B/14B, Mistral-7B; new contexts and batches) were
-predicted with the committed defaults before they were measured (2026-12-03), and not fitted afterwards."""
-
-
 def _blind_run_lines(timed: list[dict[str, Any]]) -> list[str]:
-    """Errors of the blind run by kind: as predicted before measuring (the committed record) and now."""
+    """Errors of each blind run by kind: as predicted before measuring (the committed record) and now."""
+    lines: list[str] = []
+    for record in sorted(DATA.glob("*-h200-*-blind-predictions.json")):
+        lines += _one_blind_run(timed, record)
+    return lines
+
+
+def _one_blind_run(timed: list[dict[str, Any]], record: Path) -> list[str]:
     import json
 
-    blind = [r for r in timed if BLIND_RUN in r["source"]]
-    record = DATA / f"2026-12-03-h200-{BLIND_RUN}-blind-predictions.json"
-    if not blind or not record.exists():
+    run = record.name.split("-h200-", 1)[1].removesuffix("-blind-predictions.json")
+    blind = [r for r in timed if f"-{run}-" in r["source"]]
+    if not blind:
         return []
     doc = json.loads(record.read_text())
     then = {c["case"]: c["error"] for c in doc["cases"]}
-    lines = [f"- Blind run (`*-{BLIND_RUN}-*`, shapes and sizes chosen and predicted before measuring; the "
+    lines = [f"- Blind run (`*-{run}-*`, shapes and sizes chosen and predicted before measuring; the "
              f"predictions of git {doc['commit']} are kept in `{record.name}`): "
              f"{sum(abs(e) <= 0.10 for e in then.values())} of {len(then)} within 10% as predicted, "
              f"{sum(abs(r['gpumatch_error']) <= 0.10 for r in blind)} of {len(blind)} now."]
@@ -174,11 +176,20 @@ def _blind_run_lines(timed: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  - {kind}: n={len(rs)}; as predicted: mean abs {mean_before:.1f}%, "
                      f"range {_pct(min(before))} to {_pct(max(before))}; now: mean abs "
                      f"{sum(map(abs, now)) / len(now) * 100:.1f}%, range {_pct(min(now))} to {_pct(max(now))}")
-    lines.append("  The training misses of the blind run (Qwen2.5-0.5B, V=152k, h=896) led to splitting the LM head "
-                 "from the loss kernels (a kernel profile of that case, `2026-12-03-h200-probe-train-breakdown.json`, "
-                 "showed the cross-entropy kernels as separate memory-bound work); the 'now' figures are no longer "
-                 "blind for those cases.")
-    return lines
+    lines.append(BLIND_NOTES.get(run, ""))
+    return [x for x in lines if x]
+
+
+BLIND_NOTES = {
+    "heldout3": "  The training misses of the blind run (Qwen2.5-0.5B, V=152k, h=896) led to splitting the LM head "
+                "from the loss kernels (a kernel profile of that case, `2026-12-03-h200-probe-train-breakdown.json`, "
+                "showed the cross-entropy kernels as separate memory-bound work); the 'now' figures are no longer "
+                "blind for those cases.",
+    "heldout4": "  Long context (2026-12-04): decode at 16k-32k within 5%; prefill over 12k-32k over-predicted by "
+                "5-14%, growing with length. The attention time the runs imply is 0.32-0.42 of the bf16 peak "
+                "against the fitted attention_efficiency_max 0.28 (the short-context fit set barely constrains it); "
+                "the seven prefill cases over 10% are strict xfails until the long-context model changes.",
+}
 
 
 def _card_count() -> int:
