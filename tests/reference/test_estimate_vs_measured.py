@@ -31,16 +31,6 @@ KNOWN_MISSES = {
     # Third run (2026-12-03, new shapes, predicted blind: 2026-12-03-h200-heldout3-blind-predictions.json): one
     # Qwen2.5-14B decode step at batch 24 and 6000 tokens of context reads its KV cache at ~3.5 TB/s.
     "decode qwen2.5-14b-shape b24 ctx6000": "14B decode, batch 24, 6000 tokens: KV read at ~3.5 TB/s; -10.02%",
-    # Fourth run (2026-12-04, long context, predicted blind: 2026-12-04-h200-heldout4-blind-predictions.json):
-    # prefill over 12k-32k tokens is over-predicted by 5-14%, growing with length, while decode at 16k-32k is
-    # within 5%. The attention time these runs imply is 0.32-0.42 of the bf16 peak (FlashAttention-2 through
-    # SDPA) against the fitted attention_efficiency_max 0.28, which the short-context fit set barely constrains
-    # (attention is a few % of a 2k prefill). Issue 12 item 3 (long context) takes it up; these become fit cases.
-    **{f"prefill {m} b1 s{s}": f"long-context prefill: attention efficiency 0.28 too low; {e}"
-       for m, s, e in (("llama-3-8b", 24576, "+11.9%"), ("llama-3-8b", 32768, "+13.0%"),
-                       ("qwen2.5-7b-shape", 16384, "+11.6%"), ("qwen2.5-7b-shape", 24576, "+11.5%"),
-                       ("qwen2.5-7b-shape", 32768, "+12.7%"), ("llama-3.2-3b", 24576, "+11.7%"),
-                       ("llama-3.2-3b", 32768, "+14.0%"))},
 }
 
 

@@ -32,6 +32,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_efficiency_max": (0.4, 0.9),
     "gemm_half_flops": (1e8, 1e11),
     "attention_efficiency_max": (0.15, 0.9),
+    "attention_backward_efficiency_ratio": (0.3, 1.5),
     "memory_efficiency_max": (0.5, 0.95),
     "elementwise_bytes_per_token_hidden": (10.0, 400.0),
     "elementwise_bytes_per_token_ffn": (2.0, 40.0),

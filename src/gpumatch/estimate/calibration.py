@@ -31,10 +31,17 @@ Default numbers (basis "assumed") and where they come from:
   fit set of :mod:`gpumatch.calibrate.cases` in tests/data/measurements/2026-12-02-h200-{decode,prefill,
   train}.json (decode at context 2048, prefill at batch 1, Llama-3.2-1B training with fp32 master weights and
   no recompute), rounded by hand; docs/accuracy.md has the error table on the held-out cases:
-  gemm_efficiency_max 0.61 and attention_efficiency_max 0.28 (sustained, power-capped; short GEMM bursts in
-  the microbenchmark reached 0.79), elementwise bytes 139 per h and 13 per f (eager PyTorch), eager_launch_s
+  gemm_efficiency_max 0.61 (sustained, power-capped; short GEMM bursts in the microbenchmark reached 0.79),
+  elementwise bytes 139 per h and 13 per f (eager PyTorch), eager_launch_s
   14 us, train_step_overhead_s 11 ms, optimizer_traffic_factor 2.1, fragmentation 0.105 of dynamic bytes
   (max_memory_reserved against allocated), logits 15.4 bytes per element, norm_saved_bytes_per_element 6.6.
+- attention, refitted 2026-12-04 by the same fit on the same fit set after the attention core was split into
+  forward and backward kernels: ``attention_efficiency_max`` 0.386 -> 0.385 (forward; was one figure, 0.28,
+  for both) and ``attention_backward_efficiency_ratio`` 0.855 -> 0.86 (FlashAttention-2's own A100 figures
+  give 63/73 = 0.86). The split was prompted by the blind long-context run of 2026-12-04
+  (2026-12-04-h200-heldout4-*.json: prefill at 12k-32k tokens over-predicted by 5-14% with one attention
+  efficiency); no case of that run is in the fit set, but the change was made after seeing it, so its cases
+  are no longer blind (docs/accuracy.md keeps the errors as predicted).
 - everything else: assumed, stated per field below.
 """
 
@@ -70,8 +77,13 @@ class Calibration:
     # compute
     gemm_efficiency_max: float = 0.61
     gemm_half_flops: float = 5e9
-    attention_efficiency_max: float = 0.28
+    attention_efficiency_max: float = 0.385
     attention_half_flops: float = 5e9
+    attention_backward_efficiency_ratio: float = 0.86
+    """Efficiency of the attention core's backward kernels (and of nothing else) relative to
+    ``attention_efficiency_max``, which then describes the forward kernels: FlashAttention's backward
+    recomputes the scores and runs five GEMMs with atomics where the forward runs two, and reaches a lower
+    share of peak (Dao 2023, arXiv:2307.08691, section 4.1: 73 % forward vs 63 % backward of A100 peak)."""
     low_precision_gemm_efficiency_ratio: float = 0.92
     """GEMM efficiency on an 8-bit or 4-bit tensor path relative to the 16-bit ``gemm_efficiency_max``: a
     sustained 8192^3 GEMM on an H200 (2026-12-03, benchmarks/gpu/probe_gemm_precision.py,
@@ -206,6 +218,9 @@ FIELD_BOUNDS: dict[str, tuple[float, float, bool, str]] = {
     **{k: (0.0, 1.0, True, "an efficiency is a fraction of the datasheet peak") for k in (
         "gemm_efficiency_max", "attention_efficiency_max", "memory_efficiency_max", "nvlink_efficiency",
         "pcie_efficiency", "network_efficiency")},
+    "attention_backward_efficiency_ratio": (0.0, 2.0, True, "a ratio of two efficiencies (backward over "
+                                            "forward attention); its product with attention_efficiency_max "
+                                            "stays at most 1"),
     "low_precision_gemm_efficiency_ratio": (0.0, 2.0, True, "a ratio of two efficiencies (measured 0.92); "
                                             "its product with gemm_efficiency_max stays at most 1"),
     **{k: (0.0, 1.0, False, "a share of the time or of the bytes") for k in (

@@ -59,9 +59,17 @@ def decode_context(prompt: Num, gen: Num) -> Num:
 def training_multipliers(c: Case) -> tuple[Num, Num]:
     """(GEMM, attention-core) work per training step in units of one forward (module docstring)."""
     gemm = 2.0 + c.full_train + c.rc_full
-    attn_bwd = c.flash * 2.5 + (1.0 - c.flash) * 2.0
-    attn = 1.0 + attn_bwd + c.rc_full + c.rc_selective * (1.0 - c.flash) * (1.0 - c.rc_full)
-    return gemm, attn
+    fwd, bwd = attention_training_split(c)
+    return gemm, fwd + bwd
+
+
+def attention_training_split(c: Case) -> tuple[Num, Num]:
+    """(forward-kernel, backward-kernel) attention-core work per training step in units of one forward: the
+    forward, plus its recomputation under full (or, without flash attention, selective) recompute; the
+    backward is 2.5 forwards with flash attention (it recomputes the scores) and 2 without."""
+    bwd = c.flash * 2.5 + (1.0 - c.flash) * 2.0
+    fwd = 1.0 + c.rc_full + c.rc_selective * (1.0 - c.flash) * (1.0 - c.rc_full)
+    return fwd, bwd
 
 
 def model_flops_per_token_train(m: ModelNums, c: Case) -> Num:

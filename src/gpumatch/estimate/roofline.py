@@ -23,15 +23,19 @@ GEMMS_PER_LAYER = 4.0
 BOUNDS = ("compute", "memory", "interconnect", "host")
 
 
-def op(flops_: Num, bytes_: Num, calls: Num, c: Case, cal: Calibration, attention: bool = False) -> tuple[Num, Num]:
+def op(flops_: Num, bytes_: Num, calls: Num, c: Case, cal: Calibration, attention: bool = False,
+       backward: bool = False) -> tuple[Num, Num]:
     """(time as compute-bound, time as memory-bound) of ``calls`` equal kernels; the larger one applies.
 
     ``flops / (peak · eta(flops/calls))`` with ``eta(x) = eta_max · x / (x + x_half)`` simplifies to
     ``(flops + calls · x_half) / (peak · eta_max)``: the half-efficiency size acts as a fixed cost per call.
-    GEMMs on an 8-bit or 4-bit path get ``eta_max × low_precision_gemm_efficiency_ratio`` (measured fp8/bf16).
+    GEMMs on an 8-bit or 4-bit path get ``eta_max × low_precision_gemm_efficiency_ratio`` (measured fp8/bf16);
+    attention backward kernels ``eta_max × attention_backward_efficiency_ratio``.
     """
     if attention:
         c_max, c_half = cal.attention_efficiency_max, cal.attention_half_flops
+        if backward:
+            c_max = c_max * cal.attention_backward_efficiency_ratio
     else:
         low = c.low_precision_gemm * (1.0 - cal.low_precision_gemm_efficiency_ratio)
         c_max, c_half = cal.gemm_efficiency_max * (1.0 - low), cal.gemm_half_flops

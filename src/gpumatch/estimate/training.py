@@ -33,7 +33,8 @@ from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, elementwi
 def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num, Num, Num]:
     """(compute-bound s, memory-bound s, TP comm s, host s) of one micro-batch on the slowest stage."""
     tokens = c.batch * c.seq
-    gemm_mult, attn_mult = flops.training_multipliers(c)
+    gemm_mult, _ = flops.training_multipliers(c)
+    attn_fwd, attn_bwd = flops.attention_training_split(c)
     lora = (1.0 - c.full_train) * 6.0 * tokens * m.lora_params_per_rank_layer * c.lora_rank
     g_flops = (flops.layer_gemm_flops(m, tokens) * gemm_mult + lora) / c.tp
     w_bytes = m.layer_matmul_params_active * c.weight_bytes / c.tp
@@ -42,11 +43,12 @@ def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num,
     g_bytes = (w_bytes + act_io) * gemm_mult + dequant * (2.0 + c.rc_full)
     gemm = op(g_flops, g_bytes, GEMMS_PER_LAYER * gemm_mult, c, cal)
     ctx = flops.prefill_context(c.seq)
-    a_flops = flops.attention_flops(m, tokens, ctx) * attn_mult / c.tp
-    a_bytes = tokens * c.act_bytes * (m.qkv_width + m.heads * m.head_dim) * 2.0 * attn_mult / c.tp
-    attn = op(a_flops, a_bytes, attn_mult, c, cal, attention=True)
+    a_flops = flops.attention_flops(m, tokens, ctx) / c.tp
+    a_bytes = tokens * c.act_bytes * (m.qkv_width + m.heads * m.head_dim) * 2.0 / c.tp
+    attn_f = op(a_flops * attn_fwd, a_bytes * attn_fwd, attn_fwd, c, cal, attention=True)
+    attn_b = op(a_flops * attn_bwd, a_bytes * attn_bwd, attn_bwd, c, cal, attention=True, backward=True)
     elem = op(0.0, elementwise_bytes(m, c, tokens, cal) * (3.0 + c.rc_full), 1.0, c, cal)
-    comp, mem = _acc([gemm, attn, elem])
+    comp, mem = _acc([gemm, attn_f, attn_b, elem])
     head_mult = 2.0 + c.full_train
     # the LM-head GEMMs (compute-bound: logits written once, read by both backward GEMMs) and the loss kernels
     # around them (memory-bound, separate kernels: fp32 cast, log-softmax forward and backward, NLL backward)
