@@ -15,6 +15,9 @@ Sources:
   E2M1 elements in blocks of 16 sharing one FP8 E4M3 scale, plus one FP32 scale per tensor:
   ``(16·4 + 8) / 16 = 4.5`` bits = ``0.5 + 1/16`` bytes (the per-tensor 4 bytes are negligible and left out);
   computes at the FP4 peak (Blackwell).
+- ``mxfp4`` and ``nvfp4`` name a storage format: without an FP4 tensor path (before Blackwell) the kernels
+  dequantize the blocks to 16 bit and run at the BF16/FP16 peak, as W4A16 does (vLLM serves gpt-oss's MXFP4
+  experts on Hopper this way); ``fp4`` keeps meaning the FP4 compute path and has no such fallback.
 - Compute dtype chosen by the kernel: W4A16 and NF4 dequantize to 16 bit and run at the BF16/FP16 peak;
   W8A8 INT8 and FP8 run at their own peak; FP32 matmuls without TF32 run on the non-tensor FP32
   rate (PyTorch's default since 1.12 is ``allow_tf32 = False`` for matmuls).
@@ -54,8 +57,8 @@ _COMPUTE_PATH: dict[str, tuple[str, ...]] = {
     "int4": ("bf16", "fp16"),
     "nf4": ("bf16", "fp16"),
     "fp4": ("fp4",),
-    "mxfp4": ("fp4",),
-    "nvfp4": ("fp4",),
+    "mxfp4": ("fp4", "bf16", "fp16"),
+    "nvfp4": ("fp4", "bf16", "fp16"),
 }
 
 
@@ -96,6 +99,11 @@ def compute_path(gpu: GpuSpec, precision: str) -> ComputePath:
                 warn = (
                     f"fp32 matmuls run on the non-tensor FP32 rate of {gpu.name} ({peak / 1e12:.0f} TFLOP/s); "
                     "enable TF32 (--precision tf32) or use bf16 to reach the tensor cores"
+                )
+            elif precision in ("mxfp4", "nvfp4") and key != "fp4":
+                warn = (
+                    f"{gpu.name} ({gpu.architecture}) has no FP4 tensor path: {precision} weights are dequantized "
+                    f"to 16 bit and computed at the {key.upper()} peak (W4A16)"
                 )
             elif key == "fp16" and precision == "bf16":
                 warn = (

@@ -29,5 +29,7 @@ def test_formats_are_four_bit_weight_precisions() -> None:
 def test_fp4_formats_compute_on_the_fp4_path(fmt: str) -> None:
     path = compute_path(get_gpu("B200"), fmt)
     assert path.compute_key == "fp4" and path.peak_flops_per_s
+    # before Blackwell the blocks are dequantized to 16 bit (W4A16): BF16 peak, with a warning; fp4 has no fallback
     hopper = compute_path(get_gpu("H100-SXM5-80GB"), fmt)
-    assert hopper.peak_flops_per_s is None and "Blackwell" in hopper.warning
+    assert hopper.compute_key == "bf16" and hopper.peak_flops_per_s and "dequantized" in hopper.warning
+    assert compute_path(get_gpu("H100-SXM5-80GB"), "fp4").peak_flops_per_s is None
