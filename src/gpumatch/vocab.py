@@ -25,15 +25,18 @@ ADAPTER_TASKS: tuple[Task, ...] = ("lora", "qlora")
 #: The tasks the estimator models (``dev`` is estimated as ``infer``).
 ESTIMATOR_TASKS: tuple[Task, ...] = ("infer", "serve", "train", "finetune", "lora", "qlora")
 
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4", "mxfp4", "nvfp4"]
 #: Stored weight formats (and training precisions). int4 = group-wise GPTQ/AWQ; nf4 = QLoRA's NormalFloat4;
-#: fp4 = MXFP4.
-WEIGHT_PRECISIONS: tuple[Precision, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4")
+#: fp4 = MXFP4 (kept as the short name); mxfp4 = OCP MXFP4 (E2M1 values, one E8M0 scale per 32);
+#: nvfp4 = NVIDIA NVFP4 (E2M1 values, one FP8 E4M3 scale per 16, plus one FP32 scale per tensor).
+WEIGHT_PRECISIONS: tuple[Precision, ...] = (
+    "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4", "mxfp4", "nvfp4",
+)
 KvPrecision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 #: KV-cache formats.
 KV_PRECISIONS: tuple[KvPrecision, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 #: 4-bit weight formats (a QLoRA base is one of these).
-FOUR_BIT: frozenset[str] = frozenset({"int4", "nf4", "fp4"})
+FOUR_BIT: frozenset[str] = frozenset({"int4", "nf4", "fp4", "mxfp4", "nvfp4"})
 
 Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
 #: Optimizers the estimator models (names as ``--optimizer`` takes them).

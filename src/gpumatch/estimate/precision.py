@@ -6,8 +6,18 @@ Sources:
   ``0.5 + 4/128`` bytes.
 - NF4 (QLoRA, Dettmers et al. 2023, section 3 "Double Quantization"): 4 bits plus 0.127 bit per
   parameter of quantization constants after double quantization: ``0.5 + 0.127/8`` bytes.
-- MXFP4 (OCP Microscaling Formats v1.0, 2023): 4-bit elements with one 8-bit shared scale per 32:
-  ``0.5 + 1/32`` bytes; computes at the FP4 peak (Blackwell).
+- MXFP4 (OCP Microscaling Formats (MX) Specification v1.0, 2023, section 5: MXFP4 = E2M1 elements in blocks
+  of k = 32 sharing one E8M0 scale): ``(32·4 + 8) / 32 = 4.25`` bits = ``0.5 + 1/32`` bytes; computes at the
+  FP4 peak (Blackwell). ``fp4`` is the short name of the same format. gpt-oss ships its MoE experts in it
+  ("MoE weights are quantized to MXFP4 format (4.25 bits)": https://openai.com/index/introducing-gpt-oss/).
+- NVFP4 (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference", 2025,
+  https://developer.nvidia.com/blog/introducing-nvfp4-for-efficient-and-accurate-low-precision-inference/):
+  E2M1 elements in blocks of 16 sharing one FP8 E4M3 scale, plus one FP32 scale per tensor:
+  ``(16·4 + 8) / 16 = 4.5`` bits = ``0.5 + 1/16`` bytes (the per-tensor 4 bytes are negligible and left out);
+  computes at the FP4 peak (Blackwell).
+- ``mxfp4`` and ``nvfp4`` name a storage format: without an FP4 tensor path (before Blackwell) the kernels
+  dequantize the blocks to 16 bit and run at the BF16/FP16 peak, as W4A16 does (vLLM serves gpt-oss's MXFP4
+  experts on Hopper this way); ``fp4`` keeps meaning the FP4 compute path and has no such fallback.
 - Compute dtype chosen by the kernel: W4A16 and NF4 dequantize to 16 bit and run at the BF16/FP16 peak;
   W8A8 INT8 and FP8 run at their own peak; FP32 matmuls without TF32 run on the non-tensor FP32
   rate (PyTorch's default since 1.12 is ``allow_tf32 = False`` for matmuls).
@@ -32,6 +42,8 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "int4": 0.5 + 4.0 / 128.0,
     "nf4": 0.5 + 0.127 / 8.0,
     "fp4": 0.5 + 1.0 / 32.0,
+    "mxfp4": 0.5 + 1.0 / 32.0,
+    "nvfp4": 0.5 + 1.0 / 16.0,
 }
 
 # Which peak-FLOP/s key of the catalog a weight precision computes at (first one present wins).
@@ -45,6 +57,8 @@ _COMPUTE_PATH: dict[str, tuple[str, ...]] = {
     "int4": ("bf16", "fp16"),
     "nf4": ("bf16", "fp16"),
     "fp4": ("fp4",),
+    "mxfp4": ("fp4", "bf16", "fp16"),
+    "nvfp4": ("fp4", "bf16", "fp16"),
 }
 
 
@@ -86,6 +100,11 @@ def compute_path(gpu: GpuSpec, precision: str) -> ComputePath:
                     f"fp32 matmuls run on the non-tensor FP32 rate of {gpu.name} ({peak / 1e12:.0f} TFLOP/s); "
                     "enable TF32 (--precision tf32) or use bf16 to reach the tensor cores"
                 )
+            elif precision in ("mxfp4", "nvfp4") and key != "fp4":
+                warn = (
+                    f"{gpu.name} ({gpu.architecture}) has no FP4 tensor path: {precision} weights are dequantized "
+                    f"to 16 bit and computed at the {key.upper()} peak (W4A16)"
+                )
             elif key == "fp16" and precision == "bf16":
                 warn = (
                     f"{gpu.name} ({gpu.architecture}) has no BF16 tensor path (BF16 needs Ampere or newer); "
@@ -97,7 +116,7 @@ def compute_path(gpu: GpuSpec, precision: str) -> ComputePath:
 
 def unsupported_reason(gpu: GpuSpec, precision: str) -> str:
     """One sentence saying why ``precision`` has no hardware path on ``gpu``."""
-    if precision == "fp4":
+    if precision in ("fp4", "mxfp4", "nvfp4"):
         return f"{gpu.name} ({gpu.architecture}) has no FP4 tensor path (needs Blackwell); use fp8, int4 or bf16"
     if precision == "fp8":
         return (

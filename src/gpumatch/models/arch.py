@@ -2,17 +2,22 @@
 
 Parameter counts follow the layer shapes of the Hugging Face implementations (LlamaForCausalLM,
 MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM, Gemma2ForCausalLM, Phi3ForCausalLM,
-DeepseekV2/V3ForCausalLM), restated in ../shared/notes/estimator-formulas.md section A:
+DeepseekV2/V3ForCausalLM; Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, Llama4ForCausalLM and
+GptOssForCausalLM for the 2025 families), restated in ../shared/notes/estimator-formulas.md section A:
 
 - embedding ``V·h``; LM head ``V·h`` unless tied;
 - attention: Q ``h·a·d`` + K,V ``2·h·a_kv·d`` + O ``a·d·h``; biases ``a·d + 2·a_kv·d`` on Q,K,V when
   ``qkv_bias`` (Qwen2 always; Llama when ``attention_bias``) and ``h`` on O when ``attn_out_bias``
   (Llama ``attention_bias``); Phi-3's fused ``qkv_proj`` has the same count as separate Q,K,V;
   MLA replaces Q/K/V with its low-rank projections (see :meth:`ModelArch.attention_params`);
+  ``qk_norm`` adds the per-head RMSNorm weights on queries and keys (``2·d``: Qwen3 ``q_norm``/``k_norm``,
+  Gemma-3; Llama-4's ``use_qk_norm`` is weightless and does not count); ``attention_sinks`` adds one learned
+  sink logit per head (``a``: gpt-oss ``self_attn.sinks``);
 - MLP: ``k·h·f`` with ``k = 3`` for gated (SwiGLU/GeGLU, Phi-3's fused ``gate_up_proj`` included) and
   2 otherwise, plus ``2f + h`` (gated) or ``f + h`` biases when ``mlp_bias``; MoE layers hold ``E``
   routed experts of ``moe_ffn_size`` plus ``shared_experts`` and a router ``h·E`` (+ ``E`` when
-  ``router_bias``: DeepSeek-V3's ``e_score_correction_bias``);
+  ``router_bias``: DeepSeek-V3's ``e_score_correction_bias``, gpt-oss's router bias); dense layers of an MoE
+  model use ``ffn_size`` (Llama-4 Maverick: ``intermediate_size_mlp``);
 - norms: ``norms_per_layer`` vectors of ``h`` per layer (2 for Llama-style pre-norm blocks, 4 for
   Gemma-2's pre+post norms around attention and MLP) plus the final norm; MLA adds its ``q_a``/``kv_a``
   norms (``q_lora_rank``, ``kv_lora_rank``).
@@ -34,6 +39,14 @@ class ModelArch:
     ``kv_heads == heads`` (what the published configs say); the KV cache uses the latent instead.
     ``sliding_window`` (tokens) applies to every layer when ``sliding_window_every`` is 0 or 1, and to
     one layer in ``sliding_window_every`` otherwise (Gemma-2 alternates local and global layers: 2).
+    ``window_layers``, when set, is the exact number of windowed layers and overrides that rule (Gemma-3: 5
+    local layers in 6; gpt-oss: ``layer_types``; Llama-4: the RoPE layers, 3 in 4). ``chunked_attention``
+    says the window is Llama-4's chunked attention (a token attends within its aligned chunk of
+    ``sliding_window`` tokens; the cache of such a layer holds at most one chunk) rather than a sliding one.
+    ``expert_precision`` names the stored format of the routed experts in the published checkpoint when it
+    differs from the rest (gpt-oss: ``mxfp4``; a :data:`gpumatch.vocab.WEIGHT_PRECISIONS` name; "" = none).
+    ``scope`` says what the counts leave out of the published checkpoint ("" = nothing; multimodal models:
+    the vision tower).
     """
 
     name: str
@@ -66,6 +79,12 @@ class ModelArch:
     attn_out_bias: bool = False
     mlp_bias: bool = False
     router_bias: bool = False
+    qk_norm: bool = False
+    attention_sinks: bool = False
+    window_layers: int | None = None
+    chunked_attention: bool = False
+    expert_precision: str = ""
+    scope: str = ""
     hf_id: str = ""
     aliases: tuple[str, ...] = ()
 
@@ -86,12 +105,14 @@ class ModelArch:
         """Layers whose attention is limited to ``sliding_window`` tokens (0 without a window)."""
         if not self.sliding_window:
             return 0
+        if self.window_layers is not None:
+            return self.window_layers
         if self.sliding_window_every <= 1:
             return self.layers
         return (self.layers + self.sliding_window_every - 1) // self.sliding_window_every
 
     def attention_params(self) -> int:
-        """Weights of one attention block (projections, their biases, and MLA's latent norms)."""
+        """Weights of one attention block: projections, their biases, MLA's latent norms, Q/K norms, sinks."""
         h, a, d = self.hidden_size, self.heads, self.head_dim
         if self.uses_mla:
             qk_head = self.qk_nope_head_dim + self.qk_rope_head_dim
@@ -104,7 +125,8 @@ class ModelArch:
             return q + kv_down + kv_up + a * self.v_head_dim * h + (h if self.attn_out_bias else 0)
         qkv = h * d * (a + 2 * self.kv_heads)
         bias = d * (a + 2 * self.kv_heads) if self.qkv_bias else 0
-        return qkv + bias + a * d * h + (h if self.attn_out_bias else 0)
+        extra = (2 * d if self.qk_norm else 0) + (a if self.attention_sinks else 0)
+        return qkv + bias + a * d * h + (h if self.attn_out_bias else 0) + extra
 
     def mlp_params(self, ffn_size: int | None = None) -> int:
         """Weights of one dense MLP of width ``ffn_size`` (default: the dense width), biases included."""

@@ -18,11 +18,17 @@ DeepseekV3Config):
 - DeepSeek: ``n_routed_experts`` of ``moe_intermediate_size`` plus ``n_shared_experts``, MoE on layer
   ``i`` when ``i >= first_k_dense_replace`` and ``i % moe_layer_freq == 0``; MLA sizes from
   ``q_lora_rank`` (null = no query compression), ``kv_lora_rank``, ``qk_{nope,rope}_head_dim``,
-  ``v_head_dim``; V3 routers carry ``e_score_correction_bias`` (``topk_method = "noaux_tc"``).
+  ``v_head_dim``; V3 routers carry ``e_score_correction_bias`` (``topk_method = "noaux_tc"``);
+- the 2025 families ``qwen3``, ``qwen3_moe``, ``gemma3_text``, ``llama4_text`` and ``gpt_oss``: see
+  :mod:`gpumatch.models.hf_families`. Multimodal ``gemma3``, ``llama4`` and ``mistral3`` configs are read
+  through their ``text_config`` (Mistral-3's is a ``mistral`` model); the vision tower is not counted, and
+  the architecture's ``scope`` says so.
 
 The core sizes (``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``, ``intermediate_size``,
 ``vocab_size``) are required even though the classes have defaults: a config without them is almost
-certainly not the file the user meant, and a silent 7B default would be worse than an error.
+certainly not the file the user meant, and a silent 7B default would be worse than an error. The one
+exception is a Gemma-3 text tower, whose published configs leave ``vocab_size`` (and some the head counts)
+to the Gemma3TextConfig defaults, which are then applied (:mod:`gpumatch.models.hf_schema`).
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from gpumatch.errors import DataFileError
 from gpumatch.files import parse_json_object, read_text
 from gpumatch.models.arch import ModelArch
 from gpumatch.models.files import field_names, first_error
+from gpumatch.models.hf_families import FAMILY_TYPES, family_fields
+from gpumatch.models.hf_schema import MULTIMODAL_TEXT_TYPES, HfConfig, text_part
 from gpumatch.models.schema import ArchFields, Family
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = (
@@ -47,6 +55,14 @@ SUPPORTED_MODEL_TYPES: tuple[str, ...] = (
     "phi3",
     "deepseek_v2",
     "deepseek_v3",
+    "qwen3",
+    "qwen3_moe",
+    "gemma3",
+    "gemma3_text",
+    "llama4",
+    "llama4_text",
+    "gpt_oss",
+    "mistral3",
 )
 _KV_DEFAULT: dict[str, int | None] = {
     "llama": None,
@@ -56,42 +72,22 @@ _KV_DEFAULT: dict[str, int | None] = {
     "qwen2": 32,
     "gemma2": 4,
 }
-_DIM = Field(default=None, gt=0, le=1_000_000)
-
-
-class _HfConfig(BaseModel):
-    """The fields gpumatch reads from a config.json; every other key is ignored."""
-
-    model_config = ConfigDict(extra="ignore", strict=True, populate_by_name=True)
-
-    model_type: str = Field(max_length=100)
-    name_or_path: str = Field(default="", alias="_name_or_path", max_length=1000)
-    hidden_size: int = Field(gt=0, le=1_000_000)
-    num_hidden_layers: int = Field(gt=0, le=10_000)
-    num_attention_heads: int = Field(gt=0, le=100_000)
-    intermediate_size: int = Field(gt=0, le=10_000_000)
-    vocab_size: int = Field(gt=0, le=10_000_000)
-    num_key_value_heads: int | None = _DIM
-    head_dim: int | None = _DIM
-    tie_word_embeddings: bool | None = None
-    max_position_embeddings: int | None = Field(default=None, ge=0, le=100_000_000)
-    sliding_window: int | None = Field(default=None, gt=0)
-    use_sliding_window: bool | None = None
-    attention_bias: bool | None = None
-    mlp_bias: bool | None = None
-    num_local_experts: int | None = Field(default=None, gt=0, le=100_000)
-    num_experts_per_tok: int | None = Field(default=None, gt=0, le=100_000)
-    n_routed_experts: int | None = Field(default=None, gt=0, le=100_000)
-    n_shared_experts: int | None = Field(default=None, ge=0, le=1_000)
-    moe_intermediate_size: int | None = Field(default=None, gt=0, le=10_000_000)
-    first_k_dense_replace: int | None = Field(default=None, ge=0, le=10_000)
-    moe_layer_freq: int | None = Field(default=None, gt=0, le=10_000)
-    topk_method: str | None = Field(default=None, max_length=100)
-    q_lora_rank: int | None = Field(default=None, ge=0, le=1_000_000)
-    kv_lora_rank: int | None = Field(default=None, ge=0, le=1_000_000)
-    qk_rope_head_dim: int | None = Field(default=None, ge=0, le=100_000)
-    qk_nope_head_dim: int | None = Field(default=None, ge=0, le=100_000)
-    v_head_dim: int | None = Field(default=None, ge=0, le=100_000)
+_FAMILIES: dict[str, Family] = {
+    "llama": "llama",
+    "mistral": "mistral",
+    "mixtral": "mixtral",
+    "qwen2": "qwen2",
+    "gemma2": "gemma2",
+    "phi3": "phi3",
+    "deepseek_v2": "deepseek_v2",
+    "deepseek_v3": "deepseek_v3",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3_moe",
+    "gemma3_text": "gemma3",
+    "llama4_text": "llama4",
+    "gpt_oss": "gpt_oss",
+}
+_ATTN_BIAS_TYPES = ("llama", "gemma2", "gemma3_text", "llama4_text")  # attention_bias: Q, K, V and O biases
 
 
 def import_hf_config(path: str | Path, name: str | None = None) -> ModelArch:
@@ -106,7 +102,9 @@ def import_hf_config(path: str | Path, name: str | None = None) -> ModelArch:
         p = p / "config.json"  # a downloaded model folder
     label = str(p)
     raw = parse_json_object(read_text(p, label), label, "a config.json object")
-    cfg = _validate(raw, label)
+    _check_type(raw, label)
+    text, scope = text_part(raw)
+    cfg = _validate(text, label)
     fields = _map_fields(cfg, label)
     try:
         arch = ArchFields.model_validate(fields)
@@ -117,14 +115,15 @@ def import_hf_config(path: str | Path, name: str | None = None) -> ModelArch:
         ) from e
     return ModelArch(
         name=name or _default_name(cfg, p),
-        family=_family(cfg.model_type),
+        family=_FAMILIES[cfg.model_type],
         source=f"file://{p.resolve()}",
+        scope=scope,
         hf_id=cfg.name_or_path if _looks_like_hub_id(cfg.name_or_path) else "",
         **arch.model_dump(),
     )
 
 
-def _validate(raw: dict[str, Any], label: str) -> _HfConfig:
+def _check_type(raw: dict[str, Any], label: str) -> None:
     mt = raw.get("model_type")
     if "model_type" not in raw:
         raise DataFileError(
@@ -136,34 +135,31 @@ def _validate(raw: dict[str, Any], label: str) -> _HfConfig:
             f"{label}: model_type {mt!r} is not supported",
             f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}; or write a preset TOML in $GPUMATCH_HOME/models",
         )
+    if mt in MULTIMODAL_TEXT_TYPES and not isinstance(raw.get("text_config"), dict):
+        raise DataFileError(f"{label}: a {mt} config needs its 'text_config' object", "check the file")
+
+
+def _validate(text: dict[str, Any], label: str) -> HfConfig:
+    mt = text.get("model_type")
+    if mt not in _FAMILIES:
+        raise DataFileError(
+            f"{label}: text_config model_type {mt!r} is not supported",
+            f"supported text towers: {', '.join(_FAMILIES)}",
+        )
     try:
-        return _HfConfig.model_validate(raw)
+        return HfConfig.model_validate(text)
     except ValidationError as e:
-        raise first_error(label, e, field_names(_HfConfig)) from e
+        raise first_error(label, e, field_names(HfConfig)) from e
 
 
-def _family(model_type: str) -> Family:
-    families: dict[str, Family] = {
-        "llama": "llama",
-        "mistral": "mistral",
-        "mixtral": "mixtral",
-        "qwen2": "qwen2",
-        "gemma2": "gemma2",
-        "phi3": "phi3",
-        "deepseek_v2": "deepseek_v2",
-        "deepseek_v3": "deepseek_v3",
-    }
-    return families[model_type]
-
-
-def _map_fields(c: _HfConfig, label: str) -> dict[str, Any]:
+def _map_fields(c: HfConfig, label: str) -> dict[str, Any]:
     """Translate HF names and defaults into ArchFields names (see the module docstring)."""
     if c.model_type.startswith("deepseek"):
         return _deepseek_fields(c, label)
     default_head = 256 if c.model_type == "gemma2" else None
     head_dim = c.head_dim or default_head or _divide(c.hidden_size, c.num_attention_heads, label)
     kv = c.num_key_value_heads or _KV_DEFAULT[c.model_type] or c.num_attention_heads
-    attn_bias = bool(c.attention_bias) and c.model_type in ("llama", "gemma2")
+    attn_bias = bool(c.attention_bias) and c.model_type in _ATTN_BIAS_TYPES
     out: dict[str, Any] = {
         "layers": c.num_hidden_layers,
         "hidden_size": c.hidden_size,
@@ -186,21 +182,23 @@ def _map_fields(c: _HfConfig, label: str) -> dict[str, Any]:
             experts_per_token=c.num_experts_per_tok or 2,
             moe_ffn_size=c.intermediate_size,
         )
+    if c.model_type in FAMILY_TYPES:
+        out.update(family_fields(c))
     return out
 
 
-def _window(c: _HfConfig) -> dict[str, Any]:
+def _window(c: HfConfig) -> dict[str, Any]:
     raw_has_window = "sliding_window" in c.model_fields_set
     if c.model_type == "mistral":
         return {"sliding_window": c.sliding_window if raw_has_window else 4096}
     if c.model_type == "gemma2":
         return {"sliding_window": c.sliding_window or 4096, "sliding_window_every": 2}
-    if c.model_type == "qwen2":
+    if c.model_type in ("qwen2", "qwen3", "qwen3_moe"):
         return {"sliding_window": c.sliding_window if c.use_sliding_window else None}
     return {"sliding_window": c.sliding_window}
 
 
-def _deepseek_fields(c: _HfConfig, label: str) -> dict[str, Any]:
+def _deepseek_fields(c: HfConfig, label: str) -> dict[str, Any]:
     if c.attention_bias:
         raise DataFileError(f"{label}: attention_bias=true is not modelled for DeepSeek MLA", "set it to false")
     v3 = c.model_type == "deepseek_v3"
@@ -252,7 +250,7 @@ def _looks_like_hub_id(s: str) -> bool:
     return len(parts) == 2 and all(parts) and not s.startswith((".", "~"))
 
 
-def _default_name(c: _HfConfig, p: Path) -> str:
+def _default_name(c: HfConfig, p: Path) -> str:
     if _looks_like_hub_id(c.name_or_path):
         return c.name_or_path.split("/")[1].lower()
     parent = p.resolve().parent.name

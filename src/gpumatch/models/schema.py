@@ -12,8 +12,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpumatch.models.arch import ModelArch
+from gpumatch.vocab import WEIGHT_PRECISIONS
 
-Family = Literal["llama", "mistral", "mixtral", "qwen2", "gemma2", "phi3", "deepseek_v2", "deepseek_v3", "other"]
+Family = Literal[
+    "llama", "mistral", "mixtral", "qwen2", "gemma2", "phi3", "deepseek_v2", "deepseek_v3",
+    "qwen3", "qwen3_moe", "gemma3", "llama4", "gpt_oss", "other",
+]
 _MAX_DIM = 1_000_000
 _MAX_VOCAB = 10_000_000
 
@@ -52,6 +56,11 @@ class ArchFields(_Strict):
     sliding_window: int | None = Field(default=None, gt=0)
     sliding_window_every: int = Field(default=0, ge=0, le=1_000)
     max_position_embeddings: int = Field(default=0, ge=0, le=100_000_000)
+    qk_norm: bool = False
+    attention_sinks: bool = False
+    window_layers: int | None = Field(default=None, ge=0, le=10_000)
+    chunked_attention: bool = False
+    expert_precision: str = Field(default="", max_length=20)
 
     @model_validator(mode="after")
     def _consistent(self) -> ArchFields:
@@ -66,6 +75,10 @@ class ArchFields(_Strict):
                 raise ValueError("dense_layers must be fewer than layers")
         elif self.experts_per_token or self.shared_experts or self.dense_layers:
             raise ValueError("experts_per_token/shared_experts/dense_layers need experts > 0")
+        if self.window_layers is not None and (self.window_layers > self.layers or not self.sliding_window):
+            raise ValueError("window_layers needs a sliding_window and can be at most layers")
+        if self.expert_precision and (self.expert_precision not in WEIGHT_PRECISIONS or not self.experts):
+            raise ValueError(f"expert_precision needs experts and is one of {', '.join(WEIGHT_PRECISIONS)}")
         if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
             raise ValueError("MLA (kv_lora_rank > 0) needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim")
         return self
@@ -80,6 +93,7 @@ class ModelFile(_Strict):
     hf_id: str = Field(default="", max_length=200)
     source: str = Field(pattern=r"^https?://\S+$", description="URL of the published config.json the numbers come from")
     note: str = Field(default="", max_length=2000)
+    scope: str = Field(default="", max_length=200, description="what the counts leave out (e.g. a vision tower)")
     arch: ArchFields
 
     def to_arch(self) -> ModelArch:
@@ -90,5 +104,6 @@ class ModelFile(_Strict):
             aliases=tuple(self.aliases),
             hf_id=self.hf_id,
             source=self.source,
+            scope=self.scope,
             **self.arch.model_dump(),
         )

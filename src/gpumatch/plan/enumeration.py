@@ -39,7 +39,7 @@ PP_DEGREES = (1, 2, 4, 8, 16)
 MICRO_BATCHES = (1, 2, 4, 8)
 RECOMPUTE = RECOMPUTE_MODES
 QUANT_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.53,
-               "nf4": 0.52, "fp4": 0.53}
+               "nf4": 0.52, "fp4": 0.53, "mxfp4": 0.53, "nvfp4": 0.5625}
 
 
 def kv_as_written(req: PlanRequest) -> str:

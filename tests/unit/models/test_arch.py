@@ -48,3 +48,19 @@ def test_to_dict_has_the_cli_contract_keys() -> None:
                 "ffn_size", "vocab_size", "tied_embeddings", "experts", "experts_per_token"):  # fmt: skip
         assert key in d
     assert d["experts"] == 8 and d["experts_per_token"] == 2
+
+
+def test_qk_norms_and_attention_sinks_count_per_layer() -> None:
+    q = get_model("qwen3-8b")
+    assert q.params_total - replace(q, qk_norm=False).params_total == 2 * q.head_dim * q.layers
+    g = get_model("gpt-oss-20b")
+    assert g.params_total - replace(g, attention_sinks=False).params_total == g.heads * g.layers
+
+
+def test_window_layers_override_the_every_rule() -> None:
+    g = get_model("gemma-3-27b")
+    assert (g.sliding_layers, g.window_layers) == (52, 52)
+    assert replace(g, window_layers=None).sliding_layers == 62  # no pattern: every layer windowed
+    short, long = g.kv_bytes_for_context(1024, 2), g.kv_bytes_for_context(2048, 2)
+    assert long - short == 2 * g.kv_heads * g.head_dim * 2 * 1024 * 10  # only the 10 global layers keep growing
+    assert replace(g, sliding_window=None).sliding_layers == 0
