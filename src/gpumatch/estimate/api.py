@@ -21,6 +21,7 @@ from gpumatch.estimate._num import Num
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import model_nums
 from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
+from gpumatch.estimate.intervals import Residuals, estimate_intervals, where_of
 from gpumatch.estimate.options import Request, build_case, shape_numbers
 from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
@@ -146,6 +147,7 @@ def estimate(
     site: Site | None = None,
     with_scaling: bool = True,
     run_tokens: float | None = None,
+    residuals: Residuals | None = None,
     **options: Any,
 ) -> Estimate:
     """Estimate one configuration. ``options`` are the fields of :class:`~gpumatch.estimate.options.Request`:
@@ -154,6 +156,9 @@ def estimate(
 
     ``run_tokens`` (training tokens of a whole run, or tokens to generate) adds ``run_hours``,
     ``energy_kwh_per_run`` (facility: GPUs + host share, × PUE), ``gpu_energy_kwh_per_run`` and ``usd_per_run``.
+
+    Every time and memory figure gets an interval from ``residuals`` (default: the shipped table;
+    :mod:`gpumatch.estimate.intervals`).
 
     Raises :class:`InputError` for impossible combinations (TP not dividing the heads, count ≠ tp·pp·dp,
     unknown precision, a precision the GPU cannot compute).
@@ -193,6 +198,10 @@ def estimate(
             "; none of the changes tried fits (see 'gpumatch plan' for more GPUs or other cards)")
         warnings += (f"does not fit: needs {over:.1f} GiB more than the {mem.items['capacity_bytes'] / GIB:.1f} "
                      f"GiB of {spec.name}{tail}",)
+    where = where_of(spec.name, req.task, str(_weights(req)), arch.params_total, case.seq if req.training else None,
+                     None if req.training else case.prompt, None if req.training else case.gen, req.count)
+    spans, span_basis = estimate_intervals(dict(metrics, total_bytes=mem.total_bytes), where, req.training,
+                                           cal.extrapolated_error_fraction, residuals)
     return Estimate(
         task=req.task,
         model=arch.name,
@@ -218,7 +227,13 @@ def estimate(
         warnings=warnings,
         uncertainty_basis=why,
         fit_hint=hint,
+        intervals=spans,
+        interval_basis=span_basis,
     )
+
+
+def _weights(req: Request) -> str:
+    return req.precision if req.task != "qlora" else "nf4"
 
 
 def _fit_hint(arch: ModelArch, spec: GpuSpec, req: Request, cal: Calibration, site: Site,

@@ -121,6 +121,10 @@ class Estimate:
     uncertainty_basis: str = ""
     fit_hint: str = ""
     """When it does not fit: the first change that fits, with its cost (empty when it fits or nothing tried does)."""
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """(low, high) of each time, memory, throughput, energy and cost figure (SI; :mod:`gpumatch.estimate.intervals`)."""
+    interval_basis: dict[str, str] = field(default_factory=dict)
+    """Why each interval is as wide as it is ("H200 SXM 141GB decode, n=8, -3%/+3%" or "extrapolated ...")."""
 
     @property
     def fits(self) -> bool:
@@ -166,7 +170,15 @@ class Estimate:
                 "basis": self.uncertainty_basis,
                 "ranges": {k: [self.metrics[k] * (1 - u), self.metrics[k] * (1 + u)] for k in timed},
             }
+        d.update(self._intervals_dict(d))
         d["fit_hint"] = self.fit_hint or None
         d["price"] = None if self.price is None else dict(self.price.__dict__)
         d["warnings"] = list(self.warnings)
         return d
+
+    def _intervals_dict(self, d: dict[str, Any]) -> dict[str, Any]:
+        """``intervals`` {figure: [low, high]} and ``interval_basis`` {figure: why} for the figures ``d`` shows."""
+        shown = {k: v for k, v in self.intervals.items()
+                 if (d["memory"].get(k) if k in MEMORY_KEYS else d.get(k)) is not None}
+        return {"intervals": {k: [lo, hi] for k, (lo, hi) in shown.items()},
+                "interval_basis": {k: self.interval_basis.get(k, "") for k in shown}}

@@ -28,6 +28,7 @@ from gpumatch.catalog import GpuSpec, load_catalog
 from gpumatch.catalog.prices import PriceChoice, unpriced_mark
 from gpumatch.errors import InputError
 from gpumatch.estimate import BOUNDS, DEFAULT_CALIBRATION, Calibration
+from gpumatch.estimate.intervals import estimate_intervals, where_of
 from gpumatch.estimate.options import SCALEUP_DOMAIN
 from gpumatch.estimate.precision import WEIGHT_PRECISIONS
 from gpumatch.estimate.vectorized import GpuTable, gpu_table
@@ -145,6 +146,8 @@ def plan(
     ranked = {r.name: _rank(req, r, facts, cs, feasible, fperf, top) for r in chosen}
     shortlist = {name: v[0] for name, v in ranked.items()}
     as_requested = {name: v[1] for name, v in ranked.items() if v[2]}
+    for entries in (*shortlist.values(), [a for a in as_requested.values() if a is not None]):
+        add_intervals(req, entries, cal)
     failed = {**{k: np.full(len(cs), np.nan) for k in perf}, **est}
     for k, v in perf.items():
         failed[k][fit] = v
@@ -322,6 +325,24 @@ def _entry(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, i: int, pm
         **price_fields(choice, priced),
     }
     return entry
+
+
+PLAN_INTERVAL_FIGURES = ("ttft_s", "prefill_s", "tpot_s", "step_s", "total_bytes", "tokens_per_s",
+                         "usd_per_million_tokens")
+"""The figures of a shortlisted entry that carry an interval in the plan's JSON."""
+
+
+def add_intervals(req: PlanRequest, entries: list[dict[str, Any]], cal: Calibration) -> None:
+    """Give each entry ``intervals`` {figure: [low, high]} and ``interval_basis`` for its key figures, by the rule
+    of :mod:`gpumatch.estimate.intervals` (the same as ``gpumatch estimate`` with the entry's options)."""
+    for e in entries:
+        opts, est = e["estimate_options"], e["estimate"]
+        figures = {k: float(est[k]) for k in PLAN_INTERVAL_FIGURES if est.get(k) is not None}
+        where = where_of(e["gpu"], str(opts["task"]), str(opts["precision"]), req.model.params_total,
+                         opts.get("seq"), opts.get("prompt"), opts.get("gen"), int(opts["count"]))
+        spans, why = estimate_intervals(figures, where, req.training, cal.extrapolated_error_fraction)
+        e["intervals"] = {k: list(v) for k, v in spans.items() if k in figures}
+        e["interval_basis"] = {k: why[k] for k in spans if k in figures}
 
 
 def price_fields(choice: PriceChoice, priced: bool) -> dict[str, Any]:

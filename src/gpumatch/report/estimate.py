@@ -14,6 +14,7 @@ from typing import Any
 from gpumatch.estimate.query import EstimateRun
 from gpumatch.report import human as hu
 from gpumatch.report.estimate_compare import comparison_csv_rows, comparison_text
+from gpumatch.report.intervals import basis_rows, span
 from gpumatch.report.render import key_values, to_csv, to_json, to_table
 from gpumatch.units import GIB
 from gpumatch.vocab import TRAINING_TASKS
@@ -61,6 +62,8 @@ def field_values(d: dict[str, Any], human: bool = True) -> dict[str, Any]:
     }
     for k in MEMORY_ITEMS:
         view[f"memory.{k}"] = gib(mem[f"{k}_bytes"])
+    if human:
+        view["memory.total"] = span(gib, mem["total_bytes"], (d.get("intervals") or {}).get("total_bytes"))
     if mem.get("peak_rule"):
         view["memory.peak_rule"] = mem["peak_rule"]
     if not d["fits"]:
@@ -70,7 +73,9 @@ def field_values(d: dict[str, Any], human: bool = True) -> dict[str, Any]:
         p = d["price"]
         view["price"] = (p.get("choice") or {}).get("text") or (
             f"{p['kind']} ${p['usd_per_gpu_hour']:.2f}/GPU-h ({p['provider']}, {p['date']})")
-    if d.get("uncertainty"):
+    if human and d.get("intervals"):
+        view.update(basis_rows(d, INTERVAL_ROWS))
+    elif d.get("uncertainty"):
         u = d["uncertainty"]
         view["uncertainty"] = f"±{u['time_fraction'] * 100:.0f}% on times ({u['basis']})"
     view["basis"] = d["basis"]
@@ -99,14 +104,16 @@ def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
     """Times, throughputs, power and cost: only for a configuration that fits (one that does not would not run)."""
     if not d["fits"]:
         return {}
-    secs = hu.seconds if human else (lambda v: f"{v:.4g}")
+    ivs = (d.get("intervals") or {}) if human else {}
+    secs: Callable[[Any], str] = hu.seconds if human else (lambda v: f"{v:.4g}")
     view: dict[str, Any] = {}
     if d.get("ttft_s") is not None:
-        view["ttft_s"] = f"{secs(d['ttft_s'])} (one prompt alone, no queueing)"
-        view["prefill_s"] = f"{secs(d['prefill_s'])} (a replica's whole batch of {d['layout']['batch']})"
+        view["ttft_s"] = f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} (one prompt alone, no queueing)"
+        view["prefill_s"] = (f"{span(secs, d['prefill_s'], ivs.get('prefill_s'))} (a replica's whole batch of "
+                             f"{d['layout']['batch']})")
     for k in ("tpot_s", "e2e_s", "step_s"):
         if d.get(k) is not None:
-            view[k] = _HUMAN[k](d[k]) if human else _plain(d[k])
+            view[k] = span(_HUMAN[k], d[k], ivs.get(k)) if human else _plain(d[k])
     if d.get("tokens_per_s") is not None:
         view.update(_throughput_rows(d))
     for k in ("mfu", "bound", "power_w", "energy_j_per_token", "usd_per_million_tokens", "scaling_efficiency",
@@ -116,6 +123,9 @@ def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
             view[k] = _HUMAN[k](v) if human and k in _HUMAN and isinstance(v, int | float) else _plain(v)
     return view
 
+
+INTERVAL_ROWS = ("ttft_s", "prefill_s", "tpot_s", "e2e_s", "step_s", "total_bytes")
+"""The figures the table shows with their interval (JSON has every figure's)."""
 
 CURVE_TITLE = "Memory per GPU over batch × sequence length"
 

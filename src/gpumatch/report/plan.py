@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from gpumatch.report import human
+from gpumatch.report.intervals import key_figure_text
 from gpumatch.report.render import Column, cut, output_width, to_csv, to_json, to_table, wrap_block
 from gpumatch.units import GIB
 from gpumatch.vocab import TRAINING_TASKS
@@ -244,6 +245,9 @@ def entry_notes(entries: list[dict[str, Any]]) -> list[str]:
         if e.get("price_text") and e.get("priced", True):
             lines.append(f"     price: {e['price_text']}")
         lines.append(f"     flip: {e['flip']}")
+        spans = key_figure_text(e, {"tpot_s": human.seconds, "step_s": human.seconds, "total_bytes": human.gib})
+        if spans:
+            lines.append(f"     interval: {spans}")
         if k == 0:
             lines.extend(f"     verify: {x}" for x in e["experiments"])
     return lines

@@ -1,0 +1,279 @@
+"""An interval (low, high) on every time and memory figure, from the residuals of measured cases.
+
+The residuals reach this module as a VALUE (:class:`Residuals`, read from ``estimate/data/residuals.json``):
+:func:`gpumatch.calibrate.residuals.residual_table` computes that file from the fit set of the measured cases
+(``benchmarks/residual_table.py`` writes it; a test checks the committed file equals what calibrate computes).
+Nothing here imports calibrate. The rule, with its reasoning, is in docs/estimators.md ("Intervals"):
+
+1. A figure belongs to an operator class (:data:`FIGURE_KIND`): ``decode`` (TPOT, ITL), ``prefill`` (prefill
+   time, TTFT), ``train-step`` (step time) or ``memory`` (peak bytes per GPU). Each class has a measured kind
+   in the table: residual r = measured / predicted - 1 over its fit cases, with n, the median and the empirical
+   5th and 95th percentiles, on one card, one precision, a range of model sizes and of contexts.
+2. Same card, same precision, size and context inside the measured range: the band is the kind's 5th..95th
+   percentile, stretched about the median by the small-sample factor :func:`small_sample_factor` (a Student-t
+   prediction interval over a normal one: 1.22 at n=8, 1.0 as n grows), and at least :data:`TIME_FLOOR`
+   (:data:`MEMORY_FLOOR` for memory) on each side.
+3. Outside, each thing never measured widens the band (factors below, multiplied):
+   size or context beyond the measured range by ``1 + EXTRAPOLATION_PER_OCTAVE`` per octave (factor of 2)
+   beyond its edge, summed over both; another precision, another task (serving, fine-tuning; inference memory,
+   as only training memory was measured) or more than one GPU, each by :data:`UNMEASURED_FACTOR` with a floor of
+   :data:`UNMEASURED_FLOOR`; another card: times at least ``Calibration.extrapolated_error_fraction`` (0.30,
+   efficiencies differ by architecture), memory by :data:`UNMEASURED_FACTOR` alone (the bytes do not depend on
+   the card; its allocator and runtime may).
+4. Figures that follow from a time carry its band: a throughput its inverse (tokens/s, MFU); energy and cost per
+   token or per run its own (they are power or price × time). ``e2e_s`` combines the TTFT and TPOT bands.
+
+Intervals are fractions applied to the figure: ``[x × (1 + low), x × (1 + high)]`` with ``low < 0 < high``, so
+``low ≤ x ≤ high`` always holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpumatch.errors import DataFileError
+
+TIME_FLOOR = 0.03
+"""Least half-width of a time band on a measured kind: three different H200 cards ran the three suite runs
+(docs/accuracy.md) and the same configuration's median varies by a few percent between machines of one kind
+(host dispatch, clocks at the power cap)."""
+MEMORY_FLOOR = 0.02
+"""Least half-width of a memory band: the caching allocator reserves in blocks (2 MiB small, 20 MiB and up for
+large requests) and its fragmentation varies with the order of allocations."""
+EXTRAPOLATION_PER_OCTAVE = 0.5
+"""Widening per octave of model size or context beyond the measured range (assumed: the efficiency curves are
+saturating in the operator size, so the error grows with distance from the measured sizes)."""
+MAX_EXTRAPOLATION = 4.0
+"""Cap on the size/context widening factor (four octaves beyond the edge and more)."""
+UNMEASURED_FACTOR = 1.5
+"""Widening for a precision, task variant or operator class never measured (assumed)."""
+UNMEASURED_FLOOR = 0.10
+"""Least half-width then: issue 3's goal for a fitted card (``Calibration.fitted_error_fraction``)."""
+MEASURED_PRECISIONS = ("bf16", "fp16")
+"""Weights in 16 bits run the same kernels as the measured bf16 cases (fp16 and bf16 share the tensor path)."""
+
+FIGURE_KIND: dict[str, str] = {"tpot_s": "decode", "itl_s": "decode", "prefill_s": "prefill", "ttft_s": "prefill",
+                               "step_s": "train-step", "total_bytes": "memory"}
+"""The operator class each directly estimated figure belongs to."""
+INVERSE = ("tokens_per_s", "tokens_per_s_per_replica", "output_tokens_per_s", "mfu")
+"""Figures inversely proportional to the run's time (they take the inverse band)."""
+PROPORTIONAL = ("energy_j_per_token", "energy_j_per_token_facility", "usd_per_million_tokens", "run_hours",
+                "energy_kwh_per_run", "gpu_energy_kwh_per_run", "usd_per_run")
+"""Figures proportional to the run's time (power or price × time)."""
+_T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
+        1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697)
+"""Student t 95th percentile for 1..30 degrees of freedom (one-sided; the two-sided 90% interval)."""
+_Z95 = 1.645
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResidualKind(_Strict):
+    """Residuals r = measured / predicted - 1 of one measured kind (fit cases only)."""
+
+    kind: str = Field(pattern=r"^(decode|prefill|train-step|memory)$")
+    card: str = Field(min_length=1)
+    precision: str = Field(min_length=1)
+    task: str = Field(min_length=1)
+    n: int = Field(ge=2)
+    q05: float = Field(ge=-1.0, le=10.0)
+    median: float = Field(ge=-1.0, le=10.0)
+    q95: float = Field(ge=-1.0, le=10.0)
+    params_range: tuple[float, float]
+    context_range: tuple[float, float]
+    cases: tuple[str, ...]
+
+
+class Residuals(_Strict):
+    """The residual table (``estimate/data/residuals.json``), with where it comes from."""
+
+    schema_version: int = Field(1, alias="schema")
+    statistic: str
+    set: str
+    provenance: str
+    files: tuple[str, ...]
+    date: str
+    kinds: tuple[ResidualKind, ...]
+
+    def kind(self, name: str) -> ResidualKind | None:
+        return next((k for k in self.kinds if k.kind == name), None)
+
+
+def parse_residuals(data: Any, label: str = "residuals") -> Residuals:
+    """Validate a residual table (a JSON object); every problem is a :class:`DataFileError` naming the field."""
+    try:
+        return Residuals.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise DataFileError(f"{label}: {where}: {err['msg']}", "regenerate it: python benchmarks/residual_table.py"
+                            ) from e
+
+
+@functools.cache
+def default_residuals() -> Residuals:
+    """The shipped residual table (``gpumatch/estimate/data/residuals.json``)."""
+    import json
+
+    text = (resources.files("gpumatch.estimate") / "data" / "residuals.json").read_text(encoding="utf-8")
+    return parse_residuals(json.loads(text), "estimate/data/residuals.json")
+
+
+def small_sample_factor(n: int) -> float:
+    """How much wider a 90% band from ``n`` residuals is than from many: t(0.95, n-1)·√(1 + 1/n) / z(0.95).
+
+    The Student-t prediction interval for one new case from ``n`` normal samples, over the normal one; decreasing
+    in ``n`` toward 1 (1.22 at n=8, 1.07 at n=30)."""
+    if n < 2:
+        return math.inf
+    t = _T95[n - 2] if n - 1 <= len(_T95) else _Z95 + (_T95[-1] - _Z95) * 30.0 / (n - 1)
+    return t * math.sqrt(1.0 + 1.0 / n) / _Z95
+
+
+@dataclass(frozen=True)
+class Band:
+    """A relative interval: the figure × (1 + low) .. × (1 + high), ``low < 0 < high``; ``basis`` says why."""
+
+    low: float
+    high: float
+    basis: str
+
+    def apply(self, x: float) -> tuple[float, float]:
+        return x * (1.0 + self.low), x * (1.0 + self.high)
+
+    def inverse(self) -> Band:
+        """The band of 1/figure (a throughput from a time)."""
+        return Band(1.0 / (1.0 + self.high) - 1.0, 1.0 / (1.0 + self.low) - 1.0, self.basis)
+
+    @property
+    def text(self) -> str:
+        return f"{self.low * 100:+.0f}%/{self.high * 100:+.0f}%"
+
+
+@dataclass(frozen=True)
+class Where:
+    """What an estimate is, for matching it to a measured kind: card (catalog name), weight precision, task,
+    model parameters, context tokens (training: sequence; inference: prompt + generated) and GPU count."""
+
+    card: str
+    precision: str
+    task: str
+    params: float
+    context: float
+    count: int
+
+
+def _octaves(x: float, lo: float, hi: float) -> float:
+    if x <= 0 or lo <= 0:
+        return 0.0
+    return max(0.0, math.log2(lo / x), math.log2(x / hi))
+
+
+def _widenings(k: ResidualKind, kind: str, where: Where, other_card_floor: float
+               ) -> tuple[float, float, list[str]]:
+    """(factor, floor, reasons) for what ``where`` has that kind ``k`` never measured."""
+    factor, floor, why = 1.0, 0.0, []
+    octaves = _octaves(where.params, *k.params_range) + _octaves(where.context, *k.context_range)
+    if octaves > 0:
+        factor *= min(MAX_EXTRAPOLATION, 1.0 + EXTRAPOLATION_PER_OCTAVE * octaves)
+        why.append(f"{octaves:.1f} octaves beyond the measured size/context")
+    unmeasured = []
+    if where.precision != k.precision and not {where.precision, k.precision} <= set(MEASURED_PRECISIONS):
+        unmeasured.append(f"precision {where.precision} never measured")
+    if where.task != k.task:
+        unmeasured.append(f"task {where.task} never measured")
+    if where.count > 1:
+        unmeasured.append(f"{where.count} GPUs never measured")
+    for reason in unmeasured:
+        factor *= UNMEASURED_FACTOR
+        floor = max(floor, UNMEASURED_FLOOR)
+        why.append(reason)
+    if where.card != k.card and k.kind == "memory":
+        factor *= UNMEASURED_FACTOR  # the bytes a model holds do not depend on the card; its runtime may
+        why.insert(0, f"card never measured (memory measured on {k.card})")
+    elif where.card != k.card:
+        floor = max(floor, other_card_floor)
+        why.insert(0, f"card never measured (efficiencies from {k.card})")
+    return factor, floor, why
+
+
+def band(residuals: Residuals, kind: str, where: Where, other_card_floor: float = 0.30) -> Band:
+    """The relative band of a figure of operator class ``kind`` for an estimate at ``where`` (module docstring)."""
+    k = residuals.kind(kind)
+    if k is None:
+        f = max(other_card_floor, UNMEASURED_FLOOR)
+        return Band(-f, f, f"extrapolated: {kind} never measured, ±{f * 100:.0f}%")
+    base_floor = MEMORY_FLOOR if kind == "memory" else TIME_FLOOR
+    w = small_sample_factor(k.n)
+    factor, floor, why = _widenings(k, kind, where, other_card_floor)
+    low = k.median - (k.median - k.q05) * w * factor
+    high = k.median + (k.q95 - k.median) * w * factor
+    floor = max(floor, base_floor)
+    low, high = max(min(low, -floor), -0.9), max(high, floor)
+    b = Band(low, high, "")
+    head = f"{k.card} {k.kind}, n={k.n}"
+    basis = f"{head}, {b.text}" if not why else f"extrapolated from {head}: {'; '.join(why)}, {b.text}"
+    return Band(low, high, basis)
+
+
+def _e2e_band(metrics: dict[str, float], pre: Band, dec: Band) -> Band:
+    """TTFT + decode steps: each part with its own band, added (the bands move together, the wider case)."""
+    e2e, ttft = metrics.get("e2e_s", math.nan), metrics.get("ttft_s", math.nan)
+    if not (math.isfinite(e2e) and math.isfinite(ttft)) or e2e <= 0:
+        return dec
+    share = min(1.0, max(0.0, ttft / e2e))
+    b = Band(share * pre.low + (1 - share) * dec.low, share * pre.high + (1 - share) * dec.high, "")
+    return Band(b.low, b.high, f"the TTFT band ({share * 100:.0f}% of the time) and the decode band, {b.text}")
+
+
+def figure_bands(metrics: dict[str, float], where: Where, training: bool, residuals: Residuals | None = None,
+                 other_card_floor: float = 0.30) -> dict[str, Band]:
+    """The band of every time, memory, throughput, energy and cost figure of an estimate's ``metrics``."""
+    res = residuals or default_residuals()
+    by_kind = {kind: band(res, kind, where, other_card_floor) for kind in ("decode", "prefill", "train-step",
+                                                                          "memory")}
+    out = {name: by_kind[kind] for name, kind in FIGURE_KIND.items() if name in metrics}
+    if training:
+        run = by_kind["train-step"]
+    else:
+        run = _e2e_band(metrics, by_kind["prefill"], by_kind["decode"])
+        if "e2e_s" in metrics:
+            out["e2e_s"] = run
+        for name, kind in (("decode_tokens_per_s", "decode"), ("prefill_tokens_per_s", "prefill")):
+            if name in metrics:
+                out[name] = by_kind[kind].inverse()
+    out.update({name: run.inverse() for name in INVERSE if name in metrics})
+    out.update({name: run for name in PROPORTIONAL if name in metrics})
+    return out
+
+
+def intervals(metrics: dict[str, float], bands: dict[str, Band]) -> dict[str, tuple[float, float]]:
+    """``{figure: (low, high)}`` in the figure's SI unit, for the finite figures that have a band."""
+    out = {}
+    for name, b in bands.items():
+        x = metrics.get(name, math.nan)
+        if math.isfinite(x):
+            out[name] = b.apply(x)
+    return out
+
+
+def where_of(card: str, task: str, precision: str, params: float, seq: float | None, prompt: float | None,
+             gen: float | None, count: int) -> Where:
+    """The :class:`Where` of a request: context = the training sequence, else prompt + generated tokens."""
+    context = float(seq) if seq is not None else float(prompt or 0) + float(gen or 0)
+    return Where(card=card, precision=precision, task=task, params=float(params), context=context, count=int(count))
+
+
+def estimate_intervals(metrics: dict[str, float], where: Where, training: bool, extrapolated_error_fraction: float,
+                       residuals: Residuals | None = None) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
+    """(``{figure: (low, high)}``, ``{figure: basis}``) for an estimate's metrics (SI; see the module docstring)."""
+    bands = figure_bands(metrics, where, training, residuals, extrapolated_error_fraction)
+    return intervals(metrics, bands), {k: b.basis for k, b in bands.items()}
