@@ -75,17 +75,21 @@ def load(path: Path) -> tuple[list[PublishedCase], dict[str, dict[str, str]]]:
     return cases, doc.get("sources", {})
 
 
-def _estimate(case: PublishedCase, batch: int) -> Any:
+def _estimate(case: PublishedCase, batch: int, engine: str = "static") -> Any:
     return estimate(case.model, case.gpu, count=case.tp, tp=case.tp, task="serve", batch=batch, prompt=case.isl,
-                    gen=case.osl, precision=case.precision, kv_precision=case.kv_precision, with_scaling=False)
+                    gen=case.osl, precision=case.precision, kv_precision=case.kv_precision, with_scaling=False,
+                    engine=engine)
 
 
-def predict(case: PublishedCase) -> tuple[float, int | None]:
-    """gpumatch's value of ``case.metric`` (SI) and the batch it stands for (None: nothing fits)."""
+def predict(case: PublishedCase, engine: str = "static") -> tuple[float, int | None]:
+    """gpumatch's value of ``case.metric`` (SI) and the batch it stands for (None: nothing fits).
+
+    ``engine`` models the max-throughput scenario (static: the best static batch that fits; an engine: its steady
+    state with the ladder's value as the requests in flight); static batches and first tokens are static."""
     if case.scenario == "max-throughput":
         best, best_b = math.nan, None
         for b in BATCH_LADDER:
-            est = _estimate(case, b)
+            est = _estimate(case, b, engine)
             if not est.fits:
                 break
             value = float(est.metrics[case.metric])
@@ -93,7 +97,7 @@ def predict(case: PublishedCase) -> tuple[float, int | None]:
                 best, best_b = value, b
         return best, best_b
     batch = case.batch or 1
-    return float(_estimate(case, batch).metrics[case.metric]), batch
+    return float(_estimate(case, batch, "static").metrics[case.metric]), batch
 
 
 def rows(cases: Iterable[PublishedCase]) -> list[dict[str, Any]]:

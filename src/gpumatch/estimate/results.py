@@ -29,7 +29,7 @@ MEMORY_DETAIL_KEYS = (
 )
 INFER_KEYS = (
     "prefill_s", "ttft_s", "tpot_s", "tokens_per_s", "tokens_per_s_per_replica", "decode_tokens_per_s",
-    "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s",
+    "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s", "itl_s", "requests_per_s",
 )
 TRAIN_KEYS = ("step_s", "tokens_per_s", "mfu", "bubble_s", "optimizer_s")
 BREAKDOWN_KEYS = ("compute_s", "memory_s", "comm_s", "host_s")
@@ -121,6 +121,9 @@ class Estimate:
     uncertainty_basis: str = ""
     fit_hint: str = ""
     """When it does not fit: the first change that fits, with its cost (empty when it fits or nothing tried does)."""
+    serving: dict[str, Any] | None = None
+    """Task ``serve`` with an engine: the steady state's assumptions (:meth:`gpumatch.estimate.serving.Serving.
+    assumptions`); None for the static model and for training."""
 
     @property
     def fits(self) -> bool:
@@ -166,6 +169,9 @@ class Estimate:
                 "basis": self.uncertainty_basis,
                 "ranges": {k: [self.metrics[k] * (1 - u), self.metrics[k] * (1 + u)] for k in timed},
             }
+        if not self.training:
+            d["serving"] = dict(self.serving) if self.serving is not None and runs else (
+                {"engine": "static"} if runs else None)
         d["fit_hint"] = self.fit_hint or None
         d["price"] = None if self.price is None else dict(self.price.__dict__)
         d["warnings"] = list(self.warnings)
