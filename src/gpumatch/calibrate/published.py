@@ -15,6 +15,7 @@ CUDA graphs, split-KV attention):
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -109,3 +110,43 @@ def rows(cases: Iterable[PublishedCase]) -> list[dict[str, Any]]:
                     "gpu": c.gpu, "published": c.value, "gpumatch": p, "batch": b,
                     "error": (p - c.value) / c.value if b is not None else math.nan})
     return out
+
+
+@dataclass(frozen=True)
+class EngineCase:
+    """One published engine measurement at a fixed concurrency and gpumatch's frozen prediction for it."""
+
+    case_id: str
+    source: str
+    engine: str
+    gpu: str
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+    predicted_ttft_s: float
+    predicted_tpot_s: float
+
+    @property
+    def ttft_error(self) -> float:
+        return (self.predicted_ttft_s - self.ttft_s) / self.ttft_s
+
+    @property
+    def tpot_error(self) -> float:
+        return (self.predicted_tpot_s - self.tpot_s) / self.tpot_s
+
+
+def load_engine_cases(data: Path, predictions: Path) -> tuple[list[EngineCase], dict[str, dict[str, str]], str]:
+    """The published engine rows of ``data`` with the predictions frozen in ``predictions`` (JSON written before
+    the measurements were transcribed; never recomputed here), the sources, and the commit they were frozen at."""
+    label = f"published data {data}"
+    doc = parse_toml(read_text(data, label, 10_000_000), label)
+    frozen = json.loads(read_text(predictions, f"frozen predictions {predictions}", 10_000_000))
+    by_id = {r["id"]: r for r in frozen["rows"]}
+    out: list[EngineCase] = []
+    for group in doc.get("group", []):
+        for raw in group["rows"]:
+            r = dict(zip(group["columns"], raw, strict=True))
+            p = by_id[r["id"]]
+            out.append(EngineCase(r["id"], group["source"], p["engine"], p["gpu"], p["concurrency"],
+                                  r["ttft_ms"] / 1e3, r["tpot_ms"] / 1e3, p["ttft_s"], p["tpot_s"]))
+    return out, doc.get("sources", {}), str(frozen["frozen_at_commit"])
