@@ -171,6 +171,7 @@ def estimate(
     warnings += (note,) if note else ()
     out = evaluate(req.task, m, run_case, cal, site or DEFAULT_SITE)
     if sv is not None:
+        out.update(serving.serving_memory({k: float(v) for k, v in out.items()}, sv, float(run_case.batch)))
         out.update(serving.serving_metrics({k: float(v) for k, v in out.items()}, sv, float(case.dp),
                                            float(case.gen), site or DEFAULT_SITE))
     if with_scaling and req.count > 1:
@@ -243,7 +244,8 @@ def _serving(arch: ModelArch, spec: GpuSpec, req: Request, case: Case,
                                   targets=(req.slo_ttft_s, req.slo_tpot_s))
     except serving.NoRoom as e:
         return None, case, f"{e}: estimated with the static-batch model"
-    running = float(max(1, math.ceil(min(sv.running, per_replica) - 1e-9)))
+    held = sv.running if rate is not None else min(sv.running, per_replica)  # open loop: as many as the rate holds
+    running = float(max(1, math.ceil(held - 1e-9)))
     return sv, replace(case, batch=running, in_flight=running * dp), ""
 
 

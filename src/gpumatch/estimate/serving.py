@@ -132,6 +132,8 @@ class Serving:
     max_seqs: float
     kv_slots: float
     kv_pool_bytes: float
+    kv_bytes_per_seq: float
+    """KV bytes per GPU one running sequence holds on average (at the admission's tokens, block-rounded)."""
     running: float
     concurrency: float
     request_rate: float | None
@@ -219,11 +221,16 @@ def _memory_items(m: ModelNums, c: Case, cal: Calibration) -> dict[str, float]:
     return {k: float(v) for k, v in memory_items("serve", m, c, cal).items()}
 
 
-def kv_slots(m: ModelNums, c: Case, profile: EngineProfile, pool: float, prompt: float, gen: float) -> float:
-    """Sequences the KV pool holds: at prompt + output tokens each (``reserve``) or at the mean a running
+def kv_per_seq(m: ModelNums, c: Case, profile: EngineProfile, prompt: float, gen: float) -> float:
+    """KV bytes per GPU of one admitted sequence: at prompt + output tokens (``reserve``) or at the mean a running
     sequence holds, prompt + half its output (``on-demand``), block-rounded."""
     tokens = prompt + (gen if profile.kv_admission == "reserve" else gen / 2.0)
-    per_seq = float(memory.kv_cache_bytes(m, replace(c, batch=1.0), tokens))
+    return float(memory.kv_cache_bytes(m, replace(c, batch=1.0), tokens))
+
+
+def kv_slots(m: ModelNums, c: Case, profile: EngineProfile, pool: float, prompt: float, gen: float) -> float:
+    """Sequences the KV pool holds (:func:`kv_per_seq` each)."""
+    per_seq = kv_per_seq(m, c, profile, prompt, gen)
     return pool / per_seq if per_seq > 0 else math.inf
 
 
@@ -350,7 +357,8 @@ def steady_state(
     goodput = _goodput(k, budget, sat_lam, targets) if any(t is not None for t in targets) else None
     return Serving(
         engine=engine, schedule=profile.schedule, token_budget=budget, max_seqs=float(tier.max_seqs),
-        kv_slots=slots, kv_pool_bytes=pool, running=running, concurrency=concurrency, request_rate=request_rate,
+        kv_slots=slots, kv_pool_bytes=pool, kv_bytes_per_seq=kv_per_seq(m, c, profile, prompt, gen),
+        running=running, concurrency=concurrency, request_rate=request_rate,
         mean_decode_batch=det["b"], prefill_tokens_per_pass=det["n"] * k.computed, prefills_per_pass=det["n"],
         pass_s=tau, host_pass_s=k.host(det["b"] + det["n"]), ttft_s=ttft, tpot_s=tau, e2e_s=ttft + o1 * tau,
         requests_per_s=lam, saturated_requests_per_s=sat_lam,
@@ -379,6 +387,17 @@ def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | No
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if meets(mid) else (lo, mid)
     return lo
+
+
+def serving_memory(out: dict[str, float], sv: Serving, running: float) -> dict[str, float]:
+    """The memory items of ``out`` (one evaluation of ``running`` sequences per replica) with the KV cache the
+    engine's running requests hold: ``running`` × :attr:`Serving.kv_bytes_per_seq` instead of ``running`` full
+    prompt + output caches (on-demand blocks), total, margin and fit to match."""
+    kv = running * sv.kv_bytes_per_seq
+    delta = kv - out["kv_cache_bytes"]
+    total = out["total_bytes"] + delta
+    return {"kv_cache_bytes": kv, "total_bytes": total, "margin_bytes": out["capacity_bytes"] - total,
+            "fits": float(total <= out["capacity_bytes"])}
 
 
 def serving_metrics(out: dict[str, float], sv: Serving, dp: float, gen: float, site: Site) -> dict[str, float]:

@@ -142,3 +142,19 @@ def test_workload_serving_section_sets_the_engine(tmp_path: Path) -> None:
     bad.write_text('task = "train"\nmodel = "llama-3.2-1b"\n[serving]\nengine = "vllm"\n')
     r = CliRunner().invoke(app, ["estimate", "--workload", str(bad), "--gpu", "H200 SXM"])
     assert r.exit_code != 0 and "[serving] section is set" in r.output + str(r.exception)
+
+
+def test_memory_is_what_the_running_requests_hold() -> None:
+    # on-demand KV blocks: a running request holds its prompt and, on average, half its output
+    e = estimate("llama-3.1-8b", "H100 SXM", batch=200, engine="vllm", task="serve", prompt=128, gen=4096,
+                 with_scaling=False)
+    s = e.serving
+    assert s is not None and e.fits
+    assert e.memory.kv_cache_bytes <= s["kv_pool_bytes"] + 1.0
+    # open loop: the memory is that of the requests the rate keeps in flight, not of --concurrency's default 1
+    closed = estimate("llama-3.1-8b", "H100 SXM", batch=64, engine="vllm", **SERVE)
+    rate = 0.5 * closed.serving["saturated_requests_per_s"]  # type: ignore[index]
+    opened = estimate("llama-3.1-8b", "H100 SXM", engine="vllm", request_rate=rate, **SERVE)
+    assert opened.layout["batch"] == 1 and opened.serving["running_requests"] > 10  # type: ignore[index]
+    assert opened.memory.kv_cache_bytes > 10 * estimate("llama-3.1-8b", "H100 SXM", batch=1, engine="vllm",
+                                                        **SERVE).memory.kv_cache_bytes
