@@ -246,7 +246,10 @@ def _serving(arch: ModelArch, spec: GpuSpec, req: Request, case: Case,
         return None, case, f"{e}: estimated with the static-batch model"
     held = sv.running if rate is not None else min(sv.running, per_replica)  # open loop: as many as the rate holds
     running = float(max(1, math.ceil(held - 1e-9)))
-    return sv, replace(case, batch=running, in_flight=running * dp), ""
+    note = "" if sv.stable else (
+        f"--request-rate {req.request_rate:g}/s is at or above what {sv.engine} serves "
+        f"({sv.saturated_requests_per_s * dp:.3g} requests/s): the queue grows without bound (TTFT has no mean)")
+    return sv, replace(case, batch=running, in_flight=running * dp), note
 
 
 def _fit_hint(arch: ModelArch, spec: GpuSpec, req: Request, cal: Calibration, site: Site,

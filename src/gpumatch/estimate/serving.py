@@ -361,7 +361,7 @@ def steady_state(
         running=running, concurrency=concurrency, request_rate=request_rate,
         mean_decode_batch=det["b"], prefill_tokens_per_pass=det["n"] * k.computed, prefills_per_pass=det["n"],
         pass_s=tau, host_pass_s=k.host(det["b"] + det["n"]), ttft_s=ttft, tpot_s=tau, e2e_s=ttft + o1 * tau,
-        requests_per_s=lam, saturated_requests_per_s=sat_lam,
+        requests_per_s=lam if stable else sat_lam, saturated_requests_per_s=sat_lam,
         admission_limited=request_rate is None and concurrency > cap_n,
         prefill_limited=bool(det.get("prefill_limited", 0.0)), prefix_hit_ratio=prefix_hit_ratio, iterations=it,
         stable=stable, goodput_requests_per_s=goodput,

@@ -158,3 +158,11 @@ def test_memory_is_what_the_running_requests_hold() -> None:
     assert opened.layout["batch"] == 1 and opened.serving["running_requests"] > 10  # type: ignore[index]
     assert opened.memory.kv_cache_bytes > 10 * estimate("llama-3.1-8b", "H100 SXM", batch=1, engine="vllm",
                                                         **SERVE).memory.kv_cache_bytes
+
+
+def test_an_open_loop_rate_above_saturation_is_unstable_and_says_so() -> None:
+    e = estimate("llama-3.1-8b", "H100 SXM", engine="vllm", request_rate=1000.0, **SERVE)
+    s = e.serving
+    assert s is not None and not s["stable"]
+    assert e.metrics["requests_per_s"] == pytest.approx(s["saturated_requests_per_s"])  # served, not offered
+    assert e.to_dict()["ttft_s"] is None and any("grows without bound" in w for w in e.warnings)
