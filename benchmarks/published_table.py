@@ -14,10 +14,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from gpumatch.calibrate.published import load, rows
+from gpumatch.calibrate.published import EngineCase, load, load_engine_cases, rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "published" / "trtllm-serving.toml"
+ENGINE_DATA = ROOT / "tests" / "data" / "published" / "engine-serving.toml"
+ENGINE_PREDICTIONS = ROOT / "tests" / "data" / "published" / "engine-predictions.json"
 
 
 def _fmt(metric: str, v: float) -> str:
@@ -88,6 +90,47 @@ def misses(table: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def engine_section(cases: list[EngineCase], sources: dict[str, dict[str, str]], frozen_at: str) -> list[str]:
+    """The engine steady state (``--task serve --engine``) against published fixed-concurrency rows."""
+    def mean_abs(xs: list[float]) -> str:
+        return f"{100 * sum(abs(x) for x in xs) / len(xs):.1f}%"
+
+    return [
+        "## Serving engines at a fixed concurrency (predictions frozen first)",
+        "",
+        "`gpumatch estimate --task serve --engine ENGINE --concurrency C` against published closed-loop runs "
+        "(`--max-concurrency C`). The predictions were computed and committed (`tests/data/published/"
+        f"engine-predictions.json`, commit `{frozen_at[:10]}`) before the measured values were transcribed "
+        "(`tests/data/published/engine-serving.toml`); the errors below are the errors as predicted. Reference test: "
+        "`tests/reference/test_published_engines.py` (goal: TPOT within 15 %, TTFT within 25 %; misses are strict "
+        "xfails with the reason).",
+        "",
+        *[f"- `{k}`: {v.get('engine', '')} — {v['url']} — {v['says']}" for k, v in sources.items()],
+        "",
+        f"{len(cases)} rows; mean absolute error TPOT {mean_abs([c.tpot_error for c in cases])}, TTFT "
+        f"{mean_abs([c.ttft_error for c in cases])}.",
+        "",
+        "| case | engine | C | TTFT published | TTFT gpumatch | error | TPOT published | TPOT gpumatch | error |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *[f"| {c.case_id} | {c.engine} | {c.concurrency} | {c.ttft_s * 1e3:.1f} ms | {c.predicted_ttft_s * 1e3:.1f} ms "
+          f"| {_pct(c.ttft_error)} | {c.tpot_s * 1e3:.1f} ms | {c.predicted_tpot_s * 1e3:.1f} ms | "
+          f"{_pct(c.tpot_error)} |" for c in cases],
+        "",
+        "Reading them: the TPOT miss is the decode step, not the scheduler -- the static-batch step of the same "
+        "model at the same batch is already 20 % below the measurement (9.9 ms at batch 8, 23.8 ms at 64); the "
+        "alternating prefill passes add 4-11 % on top. The TTFT miss is not explained: the published mean (330-427 "
+        "ms, p99 about 2 s) exceeds one prompt's prefill (35 ms) and what the first burst of C simultaneous "
+        "requests can add over 10 × C requests (the prefill of all C prompts, 0.14-1.05 s, for a tenth of them).",
+        "",
+        "The TensorRT-LLM max-throughput cases above stay on the static model: scanned with `--engine trtllm` (the "
+        "ladder's value as the requests in flight) their median absolute error rises from 6.2 % to 8.8 % (H200) "
+        "and from 7.0 % to 12.1 % (H100), the 128/128 cases by +55 % to +88 % (2048 requests in flight; not "
+        "investigated -- one candidate is a per-request host cost of TensorRT-LLM 1.0's PyTorch backend above the "
+        "profile's figure).",
+        "",
+    ]
+
+
 def render(table: list[dict[str, Any]], sources: dict[str, dict[str, str]]) -> str:
     out = [
         "# Accuracy: estimates against published serving measurements",
@@ -113,6 +156,7 @@ def render(table: list[dict[str, Any]], sources: dict[str, dict[str, str]]) -> s
         "",
         *misses(table),
         "",
+        *engine_section(*load_engine_cases(ENGINE_DATA, ENGINE_PREDICTIONS)),
         "## All cases",
         "",
         "| case | source | published | gpumatch | batch used | error |",

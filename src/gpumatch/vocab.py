@@ -56,7 +56,7 @@ Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
 
 Engine = Literal["vllm", "sglang", "trtllm", "static"]
-#: Serving engines by name (``static`` = a plain static-batching loop). Names only: no engine model yet.
+#: Serving engines by name (``static`` = a plain static-batching loop); profiles in estimate/data/engines.toml.
 ENGINES: tuple[Engine, ...] = ("vllm", "sglang", "trtllm", "static")
 
 

@@ -15,6 +15,7 @@ CUDA graphs, split-KV attention):
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -75,17 +76,21 @@ def load(path: Path) -> tuple[list[PublishedCase], dict[str, dict[str, str]]]:
     return cases, doc.get("sources", {})
 
 
-def _estimate(case: PublishedCase, batch: int) -> Any:
+def _estimate(case: PublishedCase, batch: int, engine: str = "static") -> Any:
     return estimate(case.model, case.gpu, count=case.tp, tp=case.tp, task="serve", batch=batch, prompt=case.isl,
-                    gen=case.osl, precision=case.precision, kv_precision=case.kv_precision, with_scaling=False)
+                    gen=case.osl, precision=case.precision, kv_precision=case.kv_precision, with_scaling=False,
+                    engine=engine)
 
 
-def predict(case: PublishedCase) -> tuple[float, int | None]:
-    """gpumatch's value of ``case.metric`` (SI) and the batch it stands for (None: nothing fits)."""
+def predict(case: PublishedCase, engine: str = "static") -> tuple[float, int | None]:
+    """gpumatch's value of ``case.metric`` (SI) and the batch it stands for (None: nothing fits).
+
+    ``engine`` models the max-throughput scenario (static: the best static batch that fits; an engine: its steady
+    state with the ladder's value as the requests in flight); static batches and first tokens are static."""
     if case.scenario == "max-throughput":
         best, best_b = math.nan, None
         for b in BATCH_LADDER:
-            est = _estimate(case, b)
+            est = _estimate(case, b, engine)
             if not est.fits:
                 break
             value = float(est.metrics[case.metric])
@@ -93,7 +98,7 @@ def predict(case: PublishedCase) -> tuple[float, int | None]:
                 best, best_b = value, b
         return best, best_b
     batch = case.batch or 1
-    return float(_estimate(case, batch).metrics[case.metric]), batch
+    return float(_estimate(case, batch, "static").metrics[case.metric]), batch
 
 
 def rows(cases: Iterable[PublishedCase]) -> list[dict[str, Any]]:
@@ -105,3 +110,43 @@ def rows(cases: Iterable[PublishedCase]) -> list[dict[str, Any]]:
                     "gpu": c.gpu, "published": c.value, "gpumatch": p, "batch": b,
                     "error": (p - c.value) / c.value if b is not None else math.nan})
     return out
+
+
+@dataclass(frozen=True)
+class EngineCase:
+    """One published engine measurement at a fixed concurrency and gpumatch's frozen prediction for it."""
+
+    case_id: str
+    source: str
+    engine: str
+    gpu: str
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+    predicted_ttft_s: float
+    predicted_tpot_s: float
+
+    @property
+    def ttft_error(self) -> float:
+        return (self.predicted_ttft_s - self.ttft_s) / self.ttft_s
+
+    @property
+    def tpot_error(self) -> float:
+        return (self.predicted_tpot_s - self.tpot_s) / self.tpot_s
+
+
+def load_engine_cases(data: Path, predictions: Path) -> tuple[list[EngineCase], dict[str, dict[str, str]], str]:
+    """The published engine rows of ``data`` with the predictions frozen in ``predictions`` (JSON written before
+    the measurements were transcribed; never recomputed here), the sources, and the commit they were frozen at."""
+    label = f"published data {data}"
+    doc = parse_toml(read_text(data, label, 10_000_000), label)
+    frozen = json.loads(read_text(predictions, f"frozen predictions {predictions}", 10_000_000))
+    by_id = {r["id"]: r for r in frozen["rows"]}
+    out: list[EngineCase] = []
+    for group in doc.get("group", []):
+        for raw in group["rows"]:
+            r = dict(zip(group["columns"], raw, strict=True))
+            p = by_id[r["id"]]
+            out.append(EngineCase(r["id"], group["source"], p["engine"], p["gpu"], p["concurrency"],
+                                  r["ttft_ms"] / 1e3, r["tpot_ms"] / 1e3, p["ttft_s"], p["tpot_s"]))
+    return out, doc.get("sources", {}), str(frozen["frozen_at_commit"])

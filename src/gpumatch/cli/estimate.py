@@ -24,6 +24,7 @@ HELP = """Estimate one configuration: does it fit, how fast, at what power and c
 Examples:
   gpumatch estimate --model llama-3.1-8b --gpu "H100 SXM" --task infer --concurrency 8 --prompt 1024 --gen 256
   gpumatch estimate --model llama-3.1-70b --gpu "H100 SXM" --count 4 --tp 4 --task serve --concurrency 64
+  gpumatch estimate --model llama-3.1-8b --gpu "H200 SXM" --task serve --engine sglang --concurrency 32
   gpumatch estimate --model llama-3.2-1b --gpu "H200 SXM" --task train --micro-batch 8 --seq 2048 --curve
   gpumatch estimate --model llama-3.1-8b --gpu "RTX 4090" --task qlora --micro-batch 4 --seq 2048 --format json
   gpumatch estimate --model ./my-model/config.json --gpu "H100 SXM" --concurrency 16
@@ -36,8 +37,10 @@ values; a serving file's sequences in flight are max(shape.batch_size, shape.con
 --micro-batch setting the gradient accumulation. --batch is deprecated: it was the micro-batch per DP rank
 (training) or the sequences per replica (inference). Flags that do not apply to the task are errors: --seq,
 --optimizer, --master-weights, --recompute, --micro-batches, --zero, --offload-optimizer, --micro-batch and
---global-batch are for training; --prompt, --gen, --kv-precision and --concurrency for inference. Bounds, far above
-any real job: batches <= 1e7, --count/--tp/--pp/--dp <= 1e6, tokens per sequence <= 1e8, --run-tokens <= 1e18.
+--global-batch are for training; --prompt, --gen, --kv-precision and --concurrency for inference; --engine,
+--request-rate and --prefix-hit-ratio for --task serve (engine vllm by default; static = the static-batch model).
+Bounds, far above any real job: batches <= 1e7, --count/--tp/--pp/--dp <= 1e6, tokens per sequence <= 1e8,
+--run-tokens <= 1e18.
 """
 
 _OPT = typer.Option
@@ -56,6 +59,11 @@ FLAGS: dict[str, Flag] = {
     "seq": Flag(int, _OPT(None, "--seq", help="Training sequence length (inference: prompt length).")),
     "prompt": Flag(int, _OPT(None, "--prompt", help="Prompt tokens per sequence (inference).")),
     "gen": Flag(int, _OPT(None, "--gen", help="Generated tokens per sequence (inference).")),
+    "engine": Flag(str, _OPT(None, "--engine", help=fl.ENGINE_HELP)),
+    "request_rate": Flag(float, _OPT(None, "--request-rate", help="Task serve: open-loop Poisson arrivals, "
+                                     "requests/s over all replicas (default: closed loop at --concurrency).")),
+    "prefix_hit_ratio": Flag(float, _OPT(None, "--prefix-hit-ratio", help="Task serve: share of each prompt "
+                                         "already in the engine's prefix cache, 0 <= r < 1 (default 0).")),
     "precision": Flag(str, _OPT(None, "--precision", help=fl.PRECISION_HELP)),
     "kv_precision": Flag(str, _OPT(None, "--kv-precision", help=fl.KV_PRECISION_HELP)),
     "optimizer": Flag(str, _OPT(None, "--optimizer", help=fl.choices(OPTIMIZERS) + ".")),
@@ -80,7 +88,7 @@ FLAGS: dict[str, Flag] = {
     "fmt": Flag(Format, FormatOption),
 }
 _SHARED = ("task", "concurrency", "micro_batch", "global_batch", "batch", "seq", "prompt", "gen", "precision",
-           "kv_precision", "optimizer", "master_weights", "price_basis")
+           "kv_precision", "optimizer", "master_weights", "price_basis", "engine", "request_rate", "prefix_hit_ratio")
 
 
 def estimate_query(given: dict[str, Any]) -> EstimateQuery:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpumatch.vocab import KV_PRECISIONS, TASKS, WEIGHT_PRECISIONS
+from gpumatch.vocab import ENGINES, KV_PRECISIONS, TASKS, WEIGHT_PRECISIONS
 
 CommandFn = Callable[..., None]
 
@@ -47,6 +47,8 @@ def choices(names: Iterable[str]) -> str:
 TASK_HELP = choices(TASKS) + "."
 PRECISION_HELP = "Weights: " + choices(WEIGHT_PRECISIONS) + "."
 KV_PRECISION_HELP = "KV cache: " + choices(KV_PRECISIONS) + "."
+ENGINE_HELP = ("Task serve: the serving engine, " + choices(ENGINES) + " (default vllm: continuous batching at "
+               "steady state; static = the static-batch model, as for --task infer).")
 CONCURRENCY_HELP = "Sequences in flight over all replicas (inference: infer, serve, dev)."
 GLOBAL_BATCH_HELP = "Sequences per optimizer step over all data-parallel ranks (training)."
 MICRO_BATCH_HELP = "Sequences per data-parallel rank per forward/backward pass (training)."

@@ -148,6 +148,7 @@ def evaluate(
                    prefill_tokens_per_s=seqs * c.prompt / t_pre["time_s"], e2e_s=e2e,
                    output_tokens_per_s=generated, tokens_per_s=generated,
                    tokens_per_s_per_replica=generated / c.dp, prefill_bound_index=bound_index(t_pre),
+                   requests_per_s=seqs / e2e, itl_s=tpot,
                    compute_s=t["compute_s"], memory_s=t["memory_s"], comm_s=t["comm_s"], host_s=t["host_s"])
         energy_j = (pre_w * t_pre["time_s"] + gpu_w * c.gen * tpot) * count
         useful_tokens = seqs * c.gen

@@ -14,6 +14,7 @@ Training precision conventions (issue 3 contract; ZeRO section 3.1):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from gpumatch.catalog import GpuSpec
@@ -30,7 +31,15 @@ from gpumatch.estimate.precision import (
     compute_path,
 )
 from gpumatch.models.arch import ModelArch
-from gpumatch.vocab import ADAPTER_TASKS, FOUR_BIT, FULL_TRAINING_TASKS, MASTER_WEIGHTS, OPTIMIZERS, RECOMPUTE_MODES
+from gpumatch.vocab import (
+    ADAPTER_TASKS,
+    ENGINES,
+    FOUR_BIT,
+    FULL_TRAINING_TASKS,
+    MASTER_WEIGHTS,
+    OPTIMIZERS,
+    RECOMPUTE_MODES,
+)
 
 RECOMPUTE = RECOMPUTE_MODES
 MASTER = MASTER_WEIGHTS
@@ -70,7 +79,24 @@ class Request:
     in_flight: int | None = None
     """Inference: sequences in flight over all ``dp`` replicas when they do not fill every replica's ``batch``
     (e.g. 32 requests on 3 replicas of 11); None = ``batch × dp``."""
+    engine: str | None = None
+    """Task ``serve``: the serving engine whose steady state is estimated (:mod:`gpumatch.estimate.serving`);
+    None = ``vllm`` for ``serve``; ``static`` = the static-batch model (the only one for ``infer``)."""
+    request_rate: float | None = None
+    """Task ``serve``: open-loop Poisson arrivals, requests/s over all replicas; None = closed loop at ``batch``."""
+    prefix_hit_ratio: float = 0.0
+    """Task ``serve``: share of each prompt found in the engine's prefix cache (not recomputed)."""
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    """Task ``serve``: targets for goodput (the highest request rate meeting both)."""
     warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def serving_engine(self) -> str:
+        """The engine the estimate models: ``engine``, else ``vllm`` for ``serve`` and ``static`` otherwise."""
+        if self.engine is not None:
+            return self.engine
+        return "vllm" if self.task == "serve" else "static"
 
     @property
     def training(self) -> bool:
@@ -111,6 +137,21 @@ def validate(arch: ModelArch, req: Request) -> None:
                 f"{req.in_flight} sequences in flight do not fit {req.dp} replicas of batch {req.batch}",
                 f"give between {req.dp} (one per replica) and {req.batch * req.dp}, or leave it out",
             )
+    if req.engine is not None:
+        _choice("engine", req.engine, ENGINES)
+        if req.engine != "static" and req.task != "serve":
+            raise InputError(f"engine {req.engine!r} applies to task 'serve', but the task is {req.task!r}",
+                             "use --task serve, or drop --engine")
+    serving_only = {"request_rate": req.request_rate, "slo_ttft_s": req.slo_ttft_s, "slo_tpot_s": req.slo_tpot_s,
+                    "prefix_hit_ratio": req.prefix_hit_ratio or None}
+    for name, value in serving_only.items():
+        if value is not None and req.serving_engine == "static":
+            raise InputError(f"{name.replace('_', '-')} needs a serving engine, but the engine is static",
+                             "use --task serve with --engine vllm, sglang or trtllm")
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise InputError(f"{name.replace('_', '-')} must be a positive finite number, got {value}")
+    if not 0.0 <= req.prefix_hit_ratio < 1.0:
+        raise InputError(f"prefix-cache hit ratio must be in [0, 1), got {req.prefix_hit_ratio}")
     if req.prefill_chunk < 0:
         raise InputError(f"prefill chunk must be >= 0 tokens (0 = whole batch), got {req.prefill_chunk}")
     if req.zero not in (0, 1, 2, 3):

@@ -112,7 +112,7 @@ def estimate_options(work: WorkRequest, query: EstimateQuery) -> dict[str, Any]:
     accumulation) are ``ceil(global / (micro × dp))`` unless ``--micro-batches`` says otherwise.
     """
     keep = ("seq", "prompt", "gen", "precision", "kv_precision", "optimizer", "master_weights", "lora_rank",
-            "price_basis", "gpus_per_node")
+            "price_basis", "gpus_per_node", "engine", "request_rate", "prefix_hit_ratio", "slo_ttft_s", "slo_tpot_s")
     opts: dict[str, Any] = {k: v for k, v in work.given().items() if k in keep}
     opts["task"] = estimator_task(work.task)
     layout = {"tp": query.tp, "pp": query.pp, "dp": query.dp, "zero": query.zero, "recompute": query.recompute,

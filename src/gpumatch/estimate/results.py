@@ -29,7 +29,7 @@ MEMORY_DETAIL_KEYS = (
 )
 INFER_KEYS = (
     "prefill_s", "ttft_s", "tpot_s", "tokens_per_s", "tokens_per_s_per_replica", "decode_tokens_per_s",
-    "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s",
+    "prefill_tokens_per_s", "e2e_s", "output_tokens_per_s", "itl_s", "requests_per_s",
 )
 TRAIN_KEYS = ("step_s", "tokens_per_s", "mfu", "bubble_s", "optimizer_s")
 BREAKDOWN_KEYS = ("compute_s", "memory_s", "comm_s", "host_s")
@@ -125,6 +125,9 @@ class Estimate:
     """(low, high) of each time, memory, throughput, energy and cost figure (SI; :mod:`gpumatch.estimate.intervals`)."""
     interval_basis: dict[str, str] = field(default_factory=dict)
     """Why each interval is as wide as it is ("H200 SXM 141GB decode, n=8, -3%/+3%" or "extrapolated ...")."""
+    serving: dict[str, Any] | None = None
+    """Task ``serve`` with an engine: the steady state's assumptions (:meth:`gpumatch.estimate.serving.Serving.
+    assumptions`); None for the static model and for training."""
 
     @property
     def fits(self) -> bool:
@@ -171,6 +174,9 @@ class Estimate:
                 "ranges": {k: [self.metrics[k] * (1 - u), self.metrics[k] * (1 + u)] for k in timed},
             }
         d.update(self._intervals_dict(d))
+        if not self.training:
+            d["serving"] = dict(self.serving) if self.serving is not None and runs else (
+                {"engine": "static"} if runs else None)
         d["fit_hint"] = self.fit_hint or None
         d["price"] = None if self.price is None else dict(self.price.__dict__)
         d["warnings"] = list(self.warnings)

@@ -100,6 +100,17 @@ def _throughput_rows(d: dict[str, Any]) -> dict[str, str]:
     return rows
 
 
+def _engine_line(sv: dict[str, Any]) -> str:
+    """The serving engine and the steady state it settles in (the JSON ``serving`` object, in one line)."""
+    mode = (f"closed loop, {sv['concurrency_per_replica']:g} in flight per replica" if sv["mode"] == "closed-loop"
+            else f"open loop, {sv['request_rate_per_s']:g} requests/s")
+    limits = [w for w, on in (("KV/sequence cap admits fewer: queueing", sv["admission_limited"]),
+                              ("prefill-bound", sv["prefill_limited"]), ("unstable", not sv["stable"])) if on]
+    return (f"{sv['engine']} ({mode}; running decode batch {sv['mean_decode_batch']:.1f}, "
+            f"{sv['prefill_tokens_per_pass']:.0f} prompt tokens/pass of a {sv['token_budget']} budget"
+            + (f"; {', '.join(limits)}" if limits else "") + ")")
+
+
 def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
     """Times, throughputs, power and cost: only for a configuration that fits (one that does not would not run)."""
     if not d["fits"]:
@@ -107,7 +118,16 @@ def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
     ivs = (d.get("intervals") or {}) if human else {}
     secs: Callable[[Any], str] = hu.seconds if human else (lambda v: f"{v:.4g}")
     view: dict[str, Any] = {}
-    if d.get("ttft_s") is not None:
+    sv = d.get("serving") or {}
+    engine = sv.get("engine")
+    if engine is not None and engine != "static":
+        view["engine"] = _engine_line(sv)
+        view["ttft_s"] = (f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} (mean, at steady state: pass in flight, "
+                          "own prefill, queueing)")
+        view["requests_per_s"] = f"{_num(d['requests_per_s'])} requests/s"
+    elif d.get("ttft_s") is not None:
+        if engine == "static":
+            view["engine"] = "static (static batch: the whole batch prefills, then decodes)"
         view["ttft_s"] = f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} (one prompt alone, no queueing)"
         view["prefill_s"] = (f"{span(secs, d['prefill_s'], ivs.get('prefill_s'))} (a replica's whole batch of "
                              f"{d['layout']['batch']})")

@@ -22,6 +22,7 @@ from gpumatch.workload.schema import ROLES, SCORE_TERMS, TRAINING_TASKS, Workloa
 from gpumatch.workload.spec import (
     Money,
     PowerBudget,
+    Serving,
     Workload,
     WorkloadRuleError,
     resolve_limits,
@@ -96,7 +97,18 @@ def build_workload(
         gpus_allow=tuple(allow),
         gpus_deny=tuple(deny),
         source=label,
+        serving=_serving(wf),
     )
+
+
+def _serving(wf: WorkloadFile) -> Serving | None:
+    if wf.task == "serve":
+        sv = wf.serving
+        return Serving(sv.engine, sv.request_rate, sv.prefix_hit_ratio)
+    if "serving" in wf.model_fields_set:
+        raise WorkloadRuleError("serving", f"a [serving] section is set but task {wf.task!r} is not 'serve'",
+                                "remove it, or set task = 'serve'")
+    return None
 
 
 def _optimizer(wf: WorkloadFile) -> str | None:

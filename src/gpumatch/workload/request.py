@@ -74,6 +74,9 @@ class RequestFlags:
     master_weights: str | None = None
     price_basis: str | None = None
     gpus_per_node: int | None = None
+    engine: str | None = None
+    request_rate: float | None = None
+    prefix_hit_ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,13 @@ class WorkRequest:
     train_tokens: float | None = None
     price_basis: str | None = None
     gpus_per_node: int | None = None
+    engine: str | None = None
+    """Task ``serve``: the serving engine (``[serving] engine``, ``--engine``)."""
+    request_rate: float | None = None
+    prefix_hit_ratio: float | None = None
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    """Task ``serve`` from a file: ``targets.ttft_p50_s`` / ``tpot_p50_s``, the targets goodput is measured against."""
     from_flags: frozenset[str] = frozenset()
     spelling: dict[str, str] = field(default_factory=dict)
 
@@ -130,10 +140,14 @@ FILE_FIELDS = {
     "concurrency": "shape.concurrency", "global_batch": "shape.batch_size", "micro_batch": "shape.micro_batch_size",
     "seq": "shape.sequence_length", "prompt": "shape.prompt_tokens", "gen": "shape.output_tokens",
     "precision": "precision.weights", "kv_precision": "precision.kv_cache", "optimizer": "training.optimizer",
+    "engine": "serving.engine", "request_rate": "serving.request_rate", "prefix_hit_ratio": "serving.prefix_hit_ratio",
+    "slo_ttft_s": "targets.ttft_p50_s", "slo_tpot_s": "targets.tpot_p50_s",
 }  # fmt: skip
 #: Concepts only one kind of task reads (a file's fields of the other kind are dropped; a flag is an error).
 TRAINING_CONCEPTS = ("global_batch", "micro_batch", "seq", "optimizer", "master_weights", "lora_rank", "train_tokens")
 INFERENCE_CONCEPTS = ("concurrency", "replica_batch", "prompt", "gen", "kv_precision")
+#: Concepts of task ``serve`` only (a serving engine's steady state); a file's are dropped for other tasks.
+SERVING_CONCEPTS = ("engine", "request_rate", "prefix_hit_ratio", "slo_ttft_s", "slo_tpot_s")
 _BATCHES = ("concurrency", "replica_batch", "global_batch", "micro_batch")
 
 
@@ -167,6 +181,10 @@ def file_fields(wl: Workload) -> dict[str, Any]:
         "concurrency": max(s.batch_size, s.concurrency), "prompt": s.prompt_tokens, "gen": max(1, s.output_tokens),
         "kv_precision": None if wl.is_training or p.kv_cache == p.compute else p.kv_cache,
     }
+    if wl.serving is not None:
+        out.update(engine=wl.serving.engine, request_rate=wl.serving.request_rate,
+                   prefix_hit_ratio=wl.serving.prefix_hit_ratio or None, slo_ttft_s=wl.targets.ttft_p50_s,
+                   slo_tpot_s=wl.targets.tpot_p50_s)
     if wl.is_training:
         out.update(global_batch=s.batch_size, micro_batch=s.micro_batch_size, seq=s.sequence_length,
                    optimizer=workload_optimizer(wl), master_weights=p.master_weights, lora_rank=s.lora_rank,
@@ -187,6 +205,8 @@ def workload_optimizer(wl: Workload) -> str:
 
 
 def _applies(name: str, task: str) -> bool:
+    if name in SERVING_CONCEPTS:
+        return task == "serve"
     return name not in (INFERENCE_CONCEPTS if is_training(task) else TRAINING_CONCEPTS)
 
 

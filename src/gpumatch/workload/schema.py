@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpumatch.vocab import FOUR_BIT as FOUR_BIT
 from gpumatch.vocab import TASKS as TASKS
 from gpumatch.vocab import TRAINING_TASKS as TRAINING_TASKS
-from gpumatch.vocab import WEIGHT_PRECISIONS, MasterWeights
+from gpumatch.vocab import WEIGHT_PRECISIONS, Engine, MasterWeights
 from gpumatch.vocab import Precision as Dtype
 from gpumatch.vocab import Task as Task
 from gpumatch.vocab import WorkloadOptimizer as Optimizer
@@ -148,6 +148,16 @@ class TrainingSection(_Strict):
     optimizer: Optimizer = "adamw"
 
 
+class ServingSection(_Strict):
+    """Task ``serve``: the engine that serves (its steady state: docs/estimators.md), an open-loop request rate
+    (Poisson arrivals, requests/s; absent = closed loop at ``shape.concurrency``) and the share of each prompt the
+    engine's prefix cache already holds."""
+
+    engine: Engine = "vllm"
+    request_rate: float | None = Field(default=None, gt=0, le=1e9)
+    prefix_hit_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
+
+
 class WorkloadFile(_Strict):
     """The whole file."""
 
@@ -164,3 +174,4 @@ class WorkloadFile(_Strict):
     role_weights: dict[str, dict[str, float]] = Field(default_factory=dict)
     gpus: GpusSection = GpusSection()
     training: TrainingSection = TrainingSection()
+    serving: ServingSection = ServingSection()

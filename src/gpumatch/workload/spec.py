@@ -111,6 +111,15 @@ class Money:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """The ``[serving]`` section of a ``serve`` workload (schema.ServingSection)."""
+
+    engine: str = "vllm"
+    request_rate: float | None = None
+    prefix_hit_ratio: float = 0.0
+
+
+@dataclass(frozen=True)
 class Workload:
     """A resolved workload. ``model`` is the architecture; ``model_spec`` what the file said."""
 
@@ -130,6 +139,8 @@ class Workload:
     gpus_allow: tuple[str, ...] = ()
     gpus_deny: tuple[str, ...] = ()
     source: str = ""
+    serving: Serving | None = None
+    """Task ``serve``: the ``[serving]`` section (engine, request rate, prefix-cache hits); None otherwise."""
 
     @property
     def is_training(self) -> bool:

@@ -48,7 +48,7 @@ def test_repeated_model_or_same_gpu_is_refused(capsys: pytest.CaptureFixture[str
 
 def test_table_labels_what_each_throughput_counts(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(capsys, "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve", "--batch", "8",
-                      "--dp", "2", "--count", "2")
+                      "--dp", "2", "--count", "2", "--engine", "static")
     flat = " ".join(out.split())
     assert rc == 0
     assert "generated tokens/s (all 2 replicas, prefill time included)" in flat

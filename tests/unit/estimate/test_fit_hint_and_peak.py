@@ -72,13 +72,13 @@ def test_the_named_change_really_fits(model: str, gpu: str, kw: dict) -> None:  
 
 
 def test_inference_throughputs_say_what_they_count() -> None:
-    d = estimate("llama-3.1-8b", "H100 SXM", task="serve", batch=8, dp=2, count=2).to_dict()
+    d = estimate("llama-3.1-8b", "H100 SXM", task="serve", batch=8, dp=2, count=2, engine="static").to_dict()
     # generated tokens over prefill + decode, both replicas; the decode-only rate has no prefill in it
     assert d["tokens_per_s"] == pytest.approx(16 * d["layout"]["gen"] / d["e2e_s"])
     assert d["tokens_per_s_per_replica"] == pytest.approx(d["tokens_per_s"] / 2)
     assert d["decode_tokens_per_s"] == pytest.approx(16 / d["tpot_s"])
     assert d["decode_tokens_per_s"] > d["tokens_per_s"]
-    one = estimate("llama-3.1-8b", "H100 SXM", task="serve", batch=8).to_dict()
+    one = estimate("llama-3.1-8b", "H100 SXM", task="serve", batch=8, engine="static").to_dict()
     assert d["tpot_s"] == pytest.approx(one["tpot_s"])  # replicas do not communicate
     assert d["memory"]["total_bytes"] == pytest.approx(one["memory"]["total_bytes"])
 

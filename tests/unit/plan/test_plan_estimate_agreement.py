@@ -57,6 +57,8 @@ WORKLOADS = {
 def _estimate(req: PlanRequest, gpu: str, options: dict[str, Any]) -> Any:
     opts = dict(options)
     count = opts.pop("count")
+    if opts.get("task") == "serve":
+        opts["engine"] = "static"  # the planner ranks on the static-batch model (no engine steady state yet)
     return estimate(req.model, gpu, count=count, site=req.site, **opts)
 
 
@@ -121,7 +123,7 @@ def test_sampled_candidates_agree_with_estimate(name: str) -> None:
 
 def test_replicas_not_dividing_the_requests_count_only_the_sequences_in_flight() -> None:
     """32 requests on 3 replicas of 11 slots: tokens/s is 32/33 of three full replicas (the estimator's in_flight)."""
-    kw: dict[str, Any] = {"task": "serve", "batch": 11, "prompt": 1024, "gen": 256, "tp": 2}
+    kw: dict[str, Any] = {"task": "serve", "batch": 11, "prompt": 1024, "gen": 256, "tp": 2, "engine": "static"}
     full = estimate("mixtral-8x7b", "H200 SXM", count=6, **kw)
     part = estimate("mixtral-8x7b", "H200 SXM", count=6, in_flight=32, **kw)
     assert part.metrics["tpot_s"] == full.metrics["tpot_s"]

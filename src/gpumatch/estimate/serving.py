@@ -1,0 +1,419 @@
+"""Serving engines at steady state: continuous batching under a closed-loop concurrency or a Poisson rate.
+
+Pure functions over the per-pass costs the estimator already has (:func:`gpumatch.estimate.roofline.decode_step`
+as a function of the running batch and its context, :func:`gpumatch.estimate.roofline.prefill` as a function of
+prompt tokens) and an engine profile (``data/engines.toml``: schedule, token budget, sequence cap, memory
+fraction, KV admission, host cost per pass; each default with its source). One replica, scalar numbers.
+
+Closed loop with ``C`` clients (``vllm bench serve --max-concurrency C``), prompt ``P`` (``P' = P (1 - h)`` of it
+computed, ``h`` the prefix-cache hit ratio), output ``O``:
+
+- admission: ``N = min(C, KV slots, max_seqs)`` requests run; the rest wait in the queue;
+- a request's life in the engine = its prefill + ``(O - 1)`` passes; Little's law gives the request rate
+  ``λ = N / life``, the running decode batch ``B = λ (O - 1) τ`` and the prompts started per pass ``n = λ τ``;
+- mixed passes (vLLM, TensorRT-LLM): ``τ = D(B, ctx) + host(B + n) + n · Pm(P')``, ``Pm`` the marginal cost of a
+  prompt's tokens riding on a pass that already reads the weights; the prompt tokens per pass are capped by the
+  budget (``n P' <= budget - B``), beyond which the prefill bounds ``λ``;
+- alternating passes (SGLang): decode passes ``d = D(B, ctx) + host(B)``, and per decode pass ``f`` prefill passes of
+  ``m`` prompts each (the full cost of a separate forward, ``F(m)``): ``τ = d + f · F(m)``;
+- TPOT = ITL = ``τ``; TTFT = ``C / λ - (O - 1) τ`` (Little's law over the whole loop: queueing for admission or
+  for the budget included), which is at least half a pass in flight + the request's own prefill chunk passes.
+
+The fixed point is iterated (damped, at most :data:`MAX_ITERATIONS`) until the pass time changes by less than
+:data:`TOLERANCE` (relative). Open loop (rate ``λ`` given): the same pass equations with ``λ`` fixed, plus an
+M/D/1 wait ``ρ / (2 μ (1 - ρ))`` at utilization ``ρ = λ / μ`` of the saturated rate ``μ`` (the closed loop with every
+admissible request running); goodput is the highest ``λ`` whose TTFT and TPOT meet the targets (bisection).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpumatch.errors import InputError
+from gpumatch.estimate import cost, flops, memory, roofline
+from gpumatch.estimate.calibration import Calibration
+from gpumatch.estimate.case import Case, ModelNums
+from gpumatch.estimate.engine import memory_items
+from gpumatch.estimate.power import Site
+from gpumatch.files import parse_toml, read_text
+from gpumatch.units import GIB
+from gpumatch.vocab import ENGINES
+
+MAX_ITERATIONS = 200
+"""Iterations of the fixed point (damped by half); it converges in tens."""
+TOLERANCE = 1e-6
+"""Relative change of the pass time at which the fixed point stops."""
+DEFAULT_ENGINE = "vllm"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Strict):
+    url: str = Field(min_length=1)
+    says: str = Field(min_length=1)
+
+
+class Tier(_Strict):
+    """Defaults that depend on the card's memory (and, for vLLM, on the card being an A100)."""
+
+    min_memory_gib: float = Field(ge=0)
+    exclude: tuple[str, ...] = ()
+    token_budget: int = Field(ge=0)
+    max_seqs: int = Field(ge=0)
+
+
+class EngineProfile(_Strict):
+    """One engine's defaults (``data/engines.toml`` explains each field)."""
+
+    description: str
+    schedule: Literal["mixed", "alternate", "static"]
+    memory_fraction: float = Field(gt=0, le=1)
+    memory_fraction_of: Literal["total", "free"]
+    kv_admission: Literal["on-demand", "reserve"]
+    host_pass_s: float = Field(ge=0, le=1)
+    host_seq_s: float = Field(ge=0, le=1)
+    tiers: tuple[Tier, ...] = Field(min_length=1)
+    sources: tuple[Source, ...] = Field(min_length=1)
+
+    def tier(self, gpu_name: str, memory_bytes: float) -> Tier:
+        """The first tier the card's memory reaches whose exclude list does not name the card."""
+        for t in self.tiers:
+            if memory_bytes >= t.min_memory_gib * GIB and not any(x.lower() in gpu_name.lower() for x in t.exclude):
+                return t
+        return self.tiers[-1]
+
+
+class _EngineFile(_Strict):
+    engines: dict[str, EngineProfile]
+
+
+@lru_cache(maxsize=1)
+def engine_profiles() -> dict[str, EngineProfile]:
+    """The built-in engine profiles, validated (one per name of :data:`gpumatch.vocab.ENGINES`)."""
+    path = resources.files("gpumatch.estimate") / "data" / "engines.toml"
+    label = "built-in engine profiles engines.toml"
+    doc = _EngineFile.model_validate(parse_toml(read_text(path, label), label))
+    if set(doc.engines) != set(ENGINES):
+        raise ValueError(f"{label}: engines {sorted(doc.engines)} != vocabulary {sorted(ENGINES)}")
+    return dict(doc.engines)
+
+
+def engine_profile(name: str) -> EngineProfile:
+    if name not in ENGINES:
+        raise InputError(f"unknown engine {name!r}", f"use one of {', '.join(ENGINES)}")
+    return engine_profiles()[name]
+
+
+class NoRoom(Exception):
+    """The engine's memory share holds the weights and activations but not one sequence's KV cache."""
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The steady state of one replica (per-replica rates; seconds and per-second figures).
+
+    ``admission_limited``: fewer requests run than are offered (KV slots or the sequence cap), the rest queue.
+    ``prefill_limited``: the prompt tokens the arrivals need exceed the budget left by the decodes, so the
+    prefill sets the rate and requests wait for it. ``stable`` is False for an open-loop rate at or above the
+    saturated rate (the queue grows without bound: TTFT infinite).
+    """
+
+    engine: str
+    schedule: str
+    token_budget: float
+    max_seqs: float
+    kv_slots: float
+    kv_pool_bytes: float
+    kv_bytes_per_seq: float
+    """KV bytes per GPU one running sequence holds on average (at the admission's tokens, block-rounded)."""
+    running: float
+    concurrency: float
+    request_rate: float | None
+    mean_decode_batch: float
+    prefill_tokens_per_pass: float
+    prefills_per_pass: float
+    pass_s: float
+    host_pass_s: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    requests_per_s: float
+    saturated_requests_per_s: float
+    admission_limited: bool
+    prefill_limited: bool
+    prefix_hit_ratio: float
+    iterations: int
+    stable: bool = True
+    goodput_requests_per_s: float | None = None
+
+    def assumptions(self, dp: float) -> dict[str, Any]:
+        """The JSON ``serving`` object: what the figures assume (rates over all ``dp`` replicas)."""
+
+        def clean(v: float | None) -> float | None:
+            return None if v is None or math.isnan(v) or math.isinf(v) else v
+
+        return {
+            "engine": self.engine, "schedule": self.schedule, "mode": "closed-loop" if self.request_rate is None
+            else "open-loop", "concurrency_per_replica": self.concurrency,
+            "request_rate_per_s": None if self.request_rate is None else self.request_rate * dp,
+            "token_budget": int(self.token_budget), "max_seqs": int(self.max_seqs) or None,
+            "kv_slots": clean(math.floor(self.kv_slots)), "kv_pool_bytes": self.kv_pool_bytes,
+            "running_requests": self.running, "mean_decode_batch": self.mean_decode_batch,
+            "prefill_tokens_per_pass": self.prefill_tokens_per_pass, "prefills_per_pass": self.prefills_per_pass,
+            "pass_s": self.pass_s, "host_pass_s": self.host_pass_s, "admission_limited": self.admission_limited,
+            "prefill_limited": self.prefill_limited, "prefix_hit_ratio": self.prefix_hit_ratio,
+            "saturated_requests_per_s": clean(self.saturated_requests_per_s * dp),
+            "goodput_requests_per_s": None if self.goodput_requests_per_s is None
+            else self.goodput_requests_per_s * dp, "stable": self.stable, "iterations": self.iterations,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Costs:
+    """Per-pass cost functions of one replica (scalar seconds)."""
+
+    m: ModelNums
+    c: Case
+    cal: Calibration
+    profile: EngineProfile
+    prompt: float
+    gen: float
+    computed: float
+
+    def decode(self, batch: float) -> float:
+        ctx = flops.decode_context(self.prompt, self.gen)
+        return float(roofline.decode_step(self.m, replace(self.c, batch=max(batch, 1e-9)), ctx, self.cal)["time_s"])
+
+    def host(self, seqs: float) -> float:
+        return self.profile.host_pass_s + self.profile.host_seq_s * seqs
+
+    def prefill(self, prompts: float, tokens: float) -> float:
+        """A separate prefill forward of ``prompts`` prompts of ``tokens`` tokens each (fixed costs included)."""
+        c = replace(self.c, prompt=max(tokens, 1.0))
+        return float(roofline.prefill(self.m, c, self.cal, batch=max(prompts, 1e-9))["time_s"])
+
+    def marginal(self, tokens: float) -> float:
+        """What ``tokens`` prompt tokens of one request add to a pass that already runs (weights read, launches)."""
+        return max(self.prefill(1.0, tokens) - self.prefill(1.0, 1.0), 0.0)
+
+
+def kv_pool(m: ModelNums, c: Case, cal: Calibration, profile: EngineProfile, budget: float) -> float:
+    """KV bytes per GPU the engine keeps: its memory share minus weights, the activations of a ``budget``-token
+    pass and the runtime overhead (``memory_fraction_of = "total"``), or its share of what those leave
+    (``"free"``)."""
+    items = _memory_items(m, replace(c, batch=1.0, prefill_chunk=max(budget, 1.0)), cal)
+    used = items["weights_bytes"] + items["activations_bytes"] + items["overhead_bytes"]
+    cap = float(c.capacity_bytes)
+    if profile.memory_fraction_of == "total":
+        return max(profile.memory_fraction * cap - used, 0.0)
+    return max(profile.memory_fraction * (cap - used), 0.0)
+
+
+def _memory_items(m: ModelNums, c: Case, cal: Calibration) -> dict[str, float]:
+    return {k: float(v) for k, v in memory_items("serve", m, c, cal).items()}
+
+
+def kv_per_seq(m: ModelNums, c: Case, profile: EngineProfile, prompt: float, gen: float) -> float:
+    """KV bytes per GPU of one admitted sequence: at prompt + output tokens (``reserve``) or at the mean a running
+    sequence holds, prompt + half its output (``on-demand``), block-rounded."""
+    tokens = prompt + (gen if profile.kv_admission == "reserve" else gen / 2.0)
+    return float(memory.kv_cache_bytes(m, replace(c, batch=1.0), tokens))
+
+
+def kv_slots(m: ModelNums, c: Case, profile: EngineProfile, pool: float, prompt: float, gen: float) -> float:
+    """Sequences the KV pool holds (:func:`kv_per_seq` each)."""
+    per_seq = kv_per_seq(m, c, profile, prompt, gen)
+    return pool / per_seq if per_seq > 0 else math.inf
+
+
+def _pass_equations(
+    k: _Costs, lam: float, tau: float, budget: float, others: float
+) -> tuple[float, float, float, float, float]:
+    """(new TPOT, decode batch B, prompts per pass n, own time to first token in the engine, budget left) at rate
+    ``lam`` and pass time ``tau``, seen by one request (Palm view): it decodes with the others that decode and
+    shares passes with the others' prefills, ``others`` being the share of the requests in flight that are
+    not itself (``(N - 1) / N`` in a closed loop of N, 1 for Poisson arrivals, which see time averages)."""
+    o1 = max(k.gen - 1.0, 0.0)
+    b = lam * o1 * tau
+    n = lam * tau
+    b_o, n_o = b * others, n * others
+    left = max(budget - b, 1.0) if budget > 0 else math.inf
+    chunks = max(1.0, math.ceil(k.computed / left)) if k.computed > 0 else 1.0
+    if k.profile.schedule == "mixed":
+        new = k.decode(1.0 + b_o) + k.host(1.0 + b_o + n_o) + n_o * k.marginal(k.computed)
+        own_pass = k.decode(b_o) + k.host(b_o + 1.0 + n_o)
+        own = 0.5 * new * others + chunks * own_pass + (1.0 + n_o) * k.marginal(k.computed)
+        return new, b, n, own, left
+    # alternate: prefill passes gather the prompts waiting, up to the budget, and pause the decodes
+    fit = left / max(k.computed, 1.0) if budget > 0 else math.inf
+    per_pass = max(1.0, min(n_o, fit))
+    passes = max(min(1.0, n_o), n_o / per_pass) * chunks
+    f = k.prefill(per_pass, k.computed / chunks) + k.host(per_pass)
+    new = k.decode(1.0 + b_o) + k.host(1.0 + b_o) + passes * f
+    own = 0.5 * new * others + chunks * (k.prefill(max(1.0, min(1.0 + n_o, fit)), k.computed / chunks)
+                                         + k.host(1.0 + n_o))
+    return new, b, n, own, left
+
+
+def _closed(k: _Costs, running: float, budget: float, clients: float) -> tuple[float, float, dict[str, float], int]:
+    """(rate λ, pass time τ, details, iterations) of the closed loop with ``running`` requests in the engine and
+    ``clients`` in the whole loop."""
+    o1 = max(k.gen - 1.0, 0.0)
+    others = (running - 1.0) / running if running > 1.0 else 0.0
+    tau = k.decode(running) + k.host(running)
+    lam = running / (tau * (o1 + 1.0))
+    det: dict[str, float] = {}
+    it = 0
+    for it in range(1, MAX_ITERATIONS + 1):  # noqa: B007 -- the count is reported
+        new, b, n, own, left = _pass_equations(k, lam, tau, budget, others)
+        tau_next = 0.5 * tau + 0.5 * new
+        life = own + o1 * tau_next
+        lam_engine = running / life
+        cap = left / (tau_next * k.computed) if k.computed > 0 and budget > 0 else math.inf
+        lam_next = min(lam_engine, cap)
+        det = {"b": b, "n": n, "own": own, "prefill_limited": float(lam_engine > cap)}
+        done = abs(tau_next - tau) <= TOLERANCE * tau and abs(lam_next - lam) <= TOLERANCE * lam
+        tau, lam = tau_next, lam_next
+        if done:
+            break
+    lam = min(lam, clients / (det["own"] + o1 * tau))
+    return lam, tau, det, it
+
+
+def _open(k: _Costs, lam: float, budget: float) -> tuple[float, dict[str, float], int]:
+    """(pass time, details, iterations) at a fixed request rate ``lam``."""
+    tau = k.decode(1.0) + k.host(1.0)
+    det: dict[str, float] = {}
+    it = 0
+    for it in range(1, MAX_ITERATIONS + 1):  # noqa: B007
+        new, b, n, own, _ = _pass_equations(k, lam, tau, budget, 1.0)
+        tau_next = 0.5 * tau + 0.5 * new
+        det = {"b": b, "n": n, "own": own}
+        done = abs(tau_next - tau) <= TOLERANCE * tau
+        tau = tau_next
+        if done:
+            break
+    return tau, det, it
+
+
+def steady_state(
+    m: ModelNums,
+    c: Case,
+    cal: Calibration,
+    engine: str,
+    gpu_name: str,
+    *,
+    concurrency: float,
+    request_rate: float | None = None,
+    prefix_hit_ratio: float = 0.0,
+    targets: tuple[float | None, float | None] = (None, None),
+) -> Serving:
+    """The steady state of one replica ``c`` (``dp = 1``) of ``engine`` (module docstring).
+
+    ``concurrency``: requests in flight per replica (closed loop), or the most the engine may hold in flight in
+    open loop; ``request_rate`` per replica (open loop, Poisson) or None; ``targets``: (TTFT, TPOT) in seconds
+    for goodput, or None each.
+    """
+    profile = engine_profile(engine)
+    if profile.schedule == "static":
+        raise InputError("the static engine has no serving steady state", "use --engine vllm, sglang or trtllm")
+    if not 0.0 <= prefix_hit_ratio < 1.0:
+        raise InputError(f"prefix-cache hit ratio must be in [0, 1), got {prefix_hit_ratio}")
+    tier = profile.tier(gpu_name, float(c.capacity_bytes))
+    budget = float(tier.token_budget)
+    prompt, gen = float(c.prompt), float(c.gen)
+    k = _Costs(m, c, cal, profile, prompt, gen, prompt * (1.0 - prefix_hit_ratio))
+    pool = kv_pool(m, c, cal, profile, budget)
+    slots = kv_slots(m, c, profile, pool, prompt, gen)
+    cap = min(slots, float(tier.max_seqs) if tier.max_seqs else math.inf)
+    if cap < 1.0:
+        raise NoRoom(f"{engine} keeps no room for one sequence of {prompt + gen:.0f} tokens "
+                     f"({pool / GIB:.2f} GiB of KV cache after weights and activations)")
+    o1 = max(gen - 1.0, 0.0)
+    cap_n = math.floor(cap)
+    sat_lam, _, _, _ = _closed(k, float(cap_n), budget, float(cap_n))
+    if request_rate is None:
+        running = min(concurrency, float(cap_n))
+        lam, tau, det, it = _closed(k, running, budget, concurrency)
+        ttft = concurrency / lam - o1 * tau
+        stable = True
+    else:
+        lam = request_rate
+        tau, det, it = _open(k, lam, budget)
+        rho = lam / sat_lam
+        stable = rho < 1.0
+        wait = rho / (2.0 * sat_lam * (1.0 - rho)) if stable else math.inf
+        ttft = det["own"] + wait
+        running = min(lam * (ttft + o1 * tau), float(cap_n))
+        det["prefill_limited"] = 0.0
+    goodput = _goodput(k, budget, sat_lam, targets) if any(t is not None for t in targets) else None
+    return Serving(
+        engine=engine, schedule=profile.schedule, token_budget=budget, max_seqs=float(tier.max_seqs),
+        kv_slots=slots, kv_pool_bytes=pool, kv_bytes_per_seq=kv_per_seq(m, c, profile, prompt, gen),
+        running=running, concurrency=concurrency, request_rate=request_rate,
+        mean_decode_batch=det["b"], prefill_tokens_per_pass=det["n"] * k.computed, prefills_per_pass=det["n"],
+        pass_s=tau, host_pass_s=k.host(det["b"] + det["n"]), ttft_s=ttft, tpot_s=tau, e2e_s=ttft + o1 * tau,
+        requests_per_s=lam if stable else sat_lam, saturated_requests_per_s=sat_lam,
+        admission_limited=request_rate is None and concurrency > cap_n,
+        prefill_limited=bool(det.get("prefill_limited", 0.0)), prefix_hit_ratio=prefix_hit_ratio, iterations=it,
+        stable=stable, goodput_requests_per_s=goodput,
+    )  # fmt: skip
+
+
+def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | None, float | None]) -> float:
+    """The highest open-loop rate (per replica) whose TTFT and TPOT meet ``targets`` (0 when none does)."""
+    ttft_max, tpot_max = targets
+
+    def meets(lam: float) -> bool:
+        tau, det, _ = _open(k, lam, budget)
+        rho = lam / sat_lam
+        if rho >= 1.0:
+            return False
+        ttft = det["own"] + rho / (2.0 * sat_lam * (1.0 - rho))
+        return (ttft_max is None or ttft <= ttft_max) and (tpot_max is None or tau <= tpot_max)
+
+    lo, hi = 0.0, sat_lam
+    if not meets(sat_lam * 1e-6):
+        return 0.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    return lo
+
+
+def serving_memory(out: dict[str, float], sv: Serving, running: float) -> dict[str, float]:
+    """The memory items of ``out`` (one evaluation of ``running`` sequences per replica) with the KV cache the
+    engine's running requests hold: ``running`` × :attr:`Serving.kv_bytes_per_seq` instead of ``running`` full
+    prompt + output caches (on-demand blocks), total, margin and fit to match."""
+    kv = running * sv.kv_bytes_per_seq
+    delta = kv - out["kv_cache_bytes"]
+    total = out["total_bytes"] + delta
+    return {"kv_cache_bytes": kv, "total_bytes": total, "margin_bytes": out["capacity_bytes"] - total,
+            "fits": float(total <= out["capacity_bytes"])}
+
+
+def serving_metrics(out: dict[str, float], sv: Serving, dp: float, gen: float, site: Site) -> dict[str, float]:
+    """The figures of ``out`` (one :func:`gpumatch.estimate.engine.evaluate` of the running batch) that the
+    steady state replaces: latencies, rates over all ``dp`` replicas, and the per-token energy and cost that
+    follow from the rate (the GPUs draw the decode power of the running batch)."""
+    rate = sv.requests_per_s * dp
+    tok_s = rate * gen
+    count = out["count"]
+    energy = out["power_w"] * count / tok_s if tok_s > 0 else math.inf
+    return {
+        "ttft_s": sv.ttft_s, "tpot_s": sv.tpot_s, "itl_s": sv.tpot_s, "e2e_s": sv.e2e_s, "requests_per_s": rate,
+        "output_tokens_per_s": tok_s, "tokens_per_s": tok_s, "tokens_per_s_per_replica": tok_s / dp,
+        "useful_tokens_per_s": tok_s, "decode_tokens_per_s": sv.mean_decode_batch / sv.pass_s * dp,
+        "energy_j_per_token": energy,
+        "energy_j_per_token_facility": energy * site.pue + site.host_power_w_per_gpu * count * site.pue / tok_s,
+        "usd_per_million_tokens_cloud": cost.usd_per_million_tokens(out["usd_per_hour_cloud"], tok_s),
+        "usd_per_million_tokens_owned": cost.usd_per_million_tokens(out["usd_per_hour_owned"], tok_s),
+    }  # fmt: skip

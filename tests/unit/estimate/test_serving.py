@@ -1,0 +1,168 @@
+"""Serving engines at steady state (gpumatch.estimate.serving): profiles, the fixed point, admission, the surface."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpumatch.cli.app import app
+from gpumatch.errors import InputError
+from gpumatch.estimate import estimate
+from gpumatch.estimate.serving import engine_profiles
+from gpumatch.vocab import ENGINES
+
+SERVE = {"task": "serve", "prompt": 1024, "gen": 512, "with_scaling": False}
+
+
+def test_every_engine_has_a_validated_sourced_profile() -> None:
+    profiles = engine_profiles()
+    assert set(profiles) == set(ENGINES)
+    for name, p in profiles.items():
+        assert p.sources and all(s.url and s.says for s in p.sources), name
+    vllm = profiles["vllm"]
+    assert vllm.memory_fraction == 0.9 and vllm.schedule == "mixed"
+    assert vllm.tier("H100 SXM5 80GB", 80e9).token_budget == 8192
+    assert vllm.tier("A100 SXM4 80GB", 80e9).token_budget == 2048  # vLLM keeps A100s on the small budget
+    assert profiles["sglang"].schedule == "alternate" and profiles["trtllm"].kv_admission == "reserve"
+
+
+def test_static_engine_keeps_the_static_batch_numbers() -> None:
+    a = estimate("llama-3.1-8b", "H100 SXM", batch=16, engine="static", **SERVE)
+    assert a.serving is None
+    infer = estimate("llama-3.1-8b", "H100 SXM", batch=16, task="infer", prompt=1024, gen=512, with_scaling=False)
+    assert infer.to_dict()["serving"] == {"engine": "static"}
+    assert a.metrics["ttft_s"] < a.metrics["prefill_s"]  # one prompt alone, not the batch
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_closed_loop_steady_state(engine: str) -> None:
+    runs = [estimate("llama-3.1-8b", "H100 SXM", batch=c, engine=engine, **SERVE) for c in (1, 8, 64)]
+    tpot = [r.metrics["tpot_s"] for r in runs]
+    ttft = [r.metrics["ttft_s"] for r in runs]
+    assert tpot[0] < tpot[1] < tpot[2] and ttft[0] < ttft[2]
+    for r, c in zip(runs, (1, 8, 64), strict=True):
+        s = r.serving
+        assert s is not None and s["engine"] == engine and s["mode"] == "closed-loop"
+        assert s["mean_decode_batch"] < c  # requests spend part of their life in prefill
+        # Little's law closes: C = rate x (TTFT + (O - 1) TPOT)
+        life = r.metrics["ttft_s"] + (512 - 1) * r.metrics["tpot_s"]
+        assert r.metrics["requests_per_s"] * life == pytest.approx(c, rel=1e-6)
+        assert r.metrics["output_tokens_per_s"] == pytest.approx(r.metrics["requests_per_s"] * 512)
+        assert r.metrics["itl_s"] == r.metrics["tpot_s"]
+
+
+def test_one_request_alone_decodes_at_the_static_step_plus_host_cost() -> None:
+    static = estimate("llama-3.1-8b", "H100 SXM", batch=1, engine="static", **SERVE)
+    vllm = estimate("llama-3.1-8b", "H100 SXM", batch=1, engine="vllm", **SERVE)
+    host = engine_profiles()["vllm"].host_pass_s
+    assert vllm.metrics["tpot_s"] == pytest.approx(static.metrics["tpot_s"] + host, rel=0.02)
+
+
+def test_kv_admission_limits_the_running_batch_and_queues_the_rest() -> None:
+    few = estimate("llama-3.1-70b", "H100 SXM", count=4, tp=4, batch=64, engine="vllm", task="serve", prompt=8192,
+                   gen=1024, with_scaling=False)
+    many = estimate("llama-3.1-70b", "H100 SXM", count=4, tp=4, batch=2000, engine="vllm", task="serve",
+                    prompt=8192, gen=1024, with_scaling=False)
+    s = many.serving
+    assert s is not None and s["admission_limited"] and s["running_requests"] < 2000
+    assert many.fits  # the excess waits in the queue instead of holding KV cache
+    assert many.metrics["ttft_s"] > 10 * few.metrics["ttft_s"]
+    assert many.layout["batch"] == 2000
+
+
+def test_open_loop_rate_and_goodput() -> None:
+    closed = estimate("llama-3.1-8b", "H100 SXM", batch=64, engine="vllm", **SERVE)
+    sat = closed.serving["saturated_requests_per_s"]  # type: ignore[index]
+    low = estimate("llama-3.1-8b", "H100 SXM", batch=1024, engine="vllm", request_rate=0.2 * sat, **SERVE)
+    high = estimate("llama-3.1-8b", "H100 SXM", batch=1024, engine="vllm", request_rate=0.9 * sat, **SERVE)
+    assert low.serving["mode"] == "open-loop" and low.serving["stable"]  # type: ignore[index]
+    assert low.metrics["requests_per_s"] == pytest.approx(0.2 * sat)
+    assert low.metrics["ttft_s"] < high.metrics["ttft_s"] and low.metrics["tpot_s"] < high.metrics["tpot_s"]
+    g = estimate("llama-3.1-8b", "H100 SXM", batch=64, engine="vllm", slo_ttft_s=0.5, slo_tpot_s=0.02, **SERVE)
+    good = g.serving["goodput_requests_per_s"]  # type: ignore[index]
+    assert 0 < good < sat
+    at = estimate("llama-3.1-8b", "H100 SXM", batch=1024, engine="vllm", request_rate=good * 0.999, **SERVE)
+    assert at.metrics["tpot_s"] <= 0.02 and at.metrics["ttft_s"] <= 0.5
+
+
+def test_prefix_cache_hits_shorten_the_first_token() -> None:
+    cold = estimate("llama-3.1-8b", "H100 SXM", batch=32, engine="vllm", **SERVE)
+    warm = estimate("llama-3.1-8b", "H100 SXM", batch=32, engine="vllm", prefix_hit_ratio=0.75, **SERVE)
+    assert warm.metrics["ttft_s"] < cold.metrics["ttft_s"]
+
+
+def test_engine_options_are_refused_where_they_do_not_apply() -> None:
+    with pytest.raises(InputError, match="applies to task 'serve'"):
+        estimate("llama-3.1-8b", "H100 SXM", task="infer", engine="vllm")
+    with pytest.raises(InputError, match="unknown engine"):
+        estimate("llama-3.1-8b", "H100 SXM", task="serve", engine="tgi")
+    with pytest.raises(InputError, match="needs a serving engine"):
+        estimate("llama-3.1-8b", "H100 SXM", task="serve", engine="static", request_rate=3.0)
+
+
+def test_weights_that_leave_no_kv_room_fall_back_to_the_static_check() -> None:
+    e = estimate("llama-3.1-70b", "H100 SXM", batch=8, engine="vllm", task="serve", with_scaling=False)
+    assert not e.fits and e.serving is None
+    assert any("keeps no room" in w for w in e.warnings)
+
+
+def test_cli_engine_flag_and_json_surface() -> None:
+    r = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve",
+                                 "--engine", "sglang", "--concurrency", "32", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "requests_per_s", "output_tokens_per_s"):
+        assert isinstance(d[k], float), k
+    s = d["serving"]
+    for k in ("engine", "token_budget", "mean_decode_batch", "prefill_tokens_per_pass", "kv_slots",
+              "admission_limited"):
+        assert k in s, k
+    assert s["engine"] == "sglang"
+    table = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve",
+                                     "--concurrency", "32"])
+    flat = " ".join(table.stdout.split())
+    assert "vllm (closed loop" in flat and "requests/s" in flat and "tpot_s" in flat
+
+
+def test_workload_serving_section_sets_the_engine(tmp_path: Path) -> None:
+    wl = tmp_path / "w.toml"
+    wl.write_text('task = "serve"\nmodel = "llama-3.1-8b"\n[shape]\nconcurrency = 16\n[serving]\nengine = "trtllm"\n'
+                  'prefix_hit_ratio = 0.5\n[targets]\nttft_p50_s = 0.3\ntpot_p50_s = 0.03\n')
+    r = CliRunner().invoke(app, ["estimate", "--workload", str(wl), "--gpu", "H200 SXM", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)["serving"]
+    assert s["engine"] == "trtllm" and s["prefix_hit_ratio"] == 0.5 and s["goodput_requests_per_s"] > 0
+    flag = CliRunner().invoke(app, ["estimate", "--workload", str(wl), "--gpu", "H200 SXM", "--engine", "vllm",
+                                    "--format", "json"])
+    assert json.loads(flag.stdout)["serving"]["engine"] == "vllm"  # the flag overrides the file
+    bad = tmp_path / "b.toml"
+    bad.write_text('task = "train"\nmodel = "llama-3.2-1b"\n[serving]\nengine = "vllm"\n')
+    r = CliRunner().invoke(app, ["estimate", "--workload", str(bad), "--gpu", "H200 SXM"])
+    assert r.exit_code != 0 and "[serving] section is set" in r.output + str(r.exception)
+
+
+def test_memory_is_what_the_running_requests_hold() -> None:
+    # on-demand KV blocks: a running request holds its prompt and, on average, half its output
+    e = estimate("llama-3.1-8b", "H100 SXM", batch=200, engine="vllm", task="serve", prompt=128, gen=4096,
+                 with_scaling=False)
+    s = e.serving
+    assert s is not None and e.fits
+    assert e.memory.kv_cache_bytes <= s["kv_pool_bytes"] + 1.0
+    # open loop: the memory is that of the requests the rate keeps in flight, not of --concurrency's default 1
+    closed = estimate("llama-3.1-8b", "H100 SXM", batch=64, engine="vllm", **SERVE)
+    rate = 0.5 * closed.serving["saturated_requests_per_s"]  # type: ignore[index]
+    opened = estimate("llama-3.1-8b", "H100 SXM", engine="vllm", request_rate=rate, **SERVE)
+    assert opened.layout["batch"] == 1 and opened.serving["running_requests"] > 10  # type: ignore[index]
+    assert opened.memory.kv_cache_bytes > 10 * estimate("llama-3.1-8b", "H100 SXM", batch=1, engine="vllm",
+                                                        **SERVE).memory.kv_cache_bytes
+
+
+def test_an_open_loop_rate_above_saturation_is_unstable_and_says_so() -> None:
+    e = estimate("llama-3.1-8b", "H100 SXM", engine="vllm", request_rate=1000.0, **SERVE)
+    s = e.serving
+    assert s is not None and not s["stable"]
+    assert e.metrics["requests_per_s"] == pytest.approx(s["saturated_requests_per_s"])  # served, not offered
+    assert e.to_dict()["ttft_s"] is None and any("grows without bound" in w for w in e.warnings)
