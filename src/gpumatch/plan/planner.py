@@ -375,6 +375,8 @@ def estimate_options(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, An
             opts["lora_rank"] = req.lora_rank
     else:
         opts.update(prompt=req.prompt, gen=req.gen, in_flight=min(req.batch, int(cs.micro[i]) * int(cs.dp[i])))
+        if task == "serve":
+            opts["engine"] = "static"  # the planner ranks on the static-batch model (no engine steady state yet)
         kv = mit.kv_precision or req.kv_precision
         if kv:
             opts["kv_precision"] = kv
@@ -509,7 +511,7 @@ def _notes(req: PlanRequest, shortlist: dict[str, list[dict[str, Any]]], chosen:
 THROUGHPUT_NOTE = {
     True: "tok/s: tokens trained per second over all data-parallel ranks (as 'gpumatch estimate' gives them "
           "for a pick's estimate_options)",
-    False: "tok/s: tokens generated per second over all replicas, prefill included; TTFT: one prompt alone on "
-           "an idle replica (as 'gpumatch estimate' gives them)",
+    False: "tok/s: generated tokens/s over all replicas, prefill included; TTFT: one prompt, idle replica "
+           "(static batches: 'gpumatch estimate --engine static')",
 }
 """What the shortlist's throughput counts, said once per plan."""

@@ -58,7 +58,7 @@ def _estimate(req: PlanRequest, gpu: str, options: dict[str, Any]) -> Any:
     opts = dict(options)
     count = opts.pop("count")
     if opts.get("task") == "serve":
-        opts["engine"] = "static"  # the planner ranks on the static-batch model (no engine steady state yet)
+        assert opts["engine"] == "static"  # the planner ranks on the static-batch model and says so
     return estimate(req.model, gpu, count=count, site=req.site, **opts)
 
 
