@@ -5,7 +5,8 @@ Usage: ``python benchmarks/freeze_predictions.py --plan heldout4 --out FILE`` (F
 
 The cases are the ones ``benchmarks/gpu/run_suite.py --plan NAME`` will measure, named and configured exactly as
 :mod:`gpumatch.calibrate.cases` reads them back (decode: ``tpot_s`` at ``prompt = context - 1``; prefill:
-``prefill_s``), predicted with the estimator as committed (the default Calibration). Commit the file before the
+``prefill_s``; train: ``step_s``, ``reserved_bytes`` and whether it fits), predicted with the estimator as
+committed (the default Calibration). Commit the file before the
 run; after it, ``benchmarks/accuracy_table.py`` reports the error as predicted beside the error now.
 """
 
@@ -50,6 +51,14 @@ def planned_cases(plan: dict[str, Any]) -> list[MeasuredCase]:
             out.append(MeasuredCase(case_id=f"prefill {shape['name']} b{b} s{s}", kind="prefill", shape=shape,
                                     options={"task": "infer", "batch": b, "prompt": s, "gen": 1},
                                     metric="prefill_s", measured=math.nan, source="planned", fit=False))
+    for shape, b, s, rc, master in plan.get("train", []):
+        name = f"{shape['name']} b{b} s{s} rc={rc} master={master}"
+        opts = {"task": "train", "batch": b, "seq": s, "recompute": rc, "master_weights": master}
+        for cid, kind, metric in ((f"train {name}", "train-time", "step_s"),
+                                  (f"memory {name}", "train-memory", "reserved_bytes"),
+                                  (f"fits {name}", "train-fit", "fits")):
+            out.append(MeasuredCase(case_id=cid, kind=kind, shape=shape, options=opts, metric=metric,
+                                    measured=math.nan, source="planned", fit=False))
     return out
 
 

@@ -93,6 +93,22 @@ def _heldout4_plan() -> dict[str, Any]:
     }
 
 
+def _heldout5_plan() -> dict[str, Any]:
+    """Fifth run (2026-12-04): 7B-14B-class training on one H200 (bf16 master-less and AMP fp32 master, with and
+    without full recompute), the sizes the earlier runs never trained; predictions frozen before it ran."""
+    m8, q7, q14 = shapes.LLAMA_3_8B, shapes.QWEN2_5_7B, shapes.QWEN2_5_14B
+    return {
+        "decode_models": [], "batches": [], "contexts": [], "decode_variants": [], "eager_contexts": [],
+        "prefill": [], "prefill_models": [], "gemms": [(4096, 4096, 4096)], "copies": [2**30],
+        "train": [
+            (m8, 1, 2048, "none", "none"), (m8, 2, 4096, "full", "none"), (m8, 4, 2048, "full", "none"),
+            (q7, 1, 4096, "none", "none"), (q7, 2, 2048, "full", "none"), (m8, 1, 1024, "none", "fp32"),
+            (m8, 1, 2048, "full", "fp32"), (q14, 1, 2048, "full", "none"),
+        ],
+        "budgets_s": {"micro": 20, "decode": 0, "prefill": 0, "train": 400},
+    }
+
+
 def _plan(tiny: bool, name: str = "main") -> dict[str, Any]:
     if name == "heldout":
         return _heldout_plan()
@@ -100,6 +116,8 @@ def _plan(tiny: bool, name: str = "main") -> dict[str, Any]:
         return _heldout3_plan()
     if name == "heldout4":
         return _heldout4_plan()
+    if name == "heldout5":
+        return _heldout5_plan()
     if tiny:
         small = shapes.tiny_shape()
         return {
@@ -293,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--groups", default="micro,decode,prefill,train")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--plan", default="main", choices=["main", "heldout", "heldout3", "heldout4"])
+    ap.add_argument("--plan", default="main", choices=["main", "heldout", "heldout3", "heldout4", "heldout5"])
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     dev = device_of(args.device)
