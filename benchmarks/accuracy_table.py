@@ -164,7 +164,8 @@ def _one_blind_run(timed: list[dict[str, Any]], record: Path) -> list[str]:
     if not blind:
         return []
     doc = json.loads(record.read_text())
-    then = {c["case"]: c["error"] for c in doc["cases"]}
+    then = {c["case"]: c["error"] for c in doc["cases"] if isinstance(c["error"], float)}
+    fits = [c for c in doc["cases"] if c["metric"] == "fits"]
     lines = [f"- Blind run (`*-{run}-*`, shapes and sizes chosen and predicted before measuring; the "
              f"predictions of git {doc['commit']} are kept in `{record.name}`): "
              f"{sum(abs(e) <= 0.10 for e in then.values())} of {len(then)} within 10% as predicted, "
@@ -177,6 +178,9 @@ def _one_blind_run(timed: list[dict[str, Any]], record: Path) -> list[str]:
         lines.append(f"  - {kind}: n={len(rs)}; as predicted: mean abs {mean_before:.1f}%, "
                      f"range {_pct(min(before))} to {_pct(max(before))}; now: mean abs "
                      f"{sum(map(abs, now)) / len(now) * 100:.1f}%, range {_pct(min(now))} to {_pct(max(now))}")
+    if fits:
+        right = sum(c["predicted"] == c["measured"] for c in fits)
+        lines.append(f"  - fits or not: {right} of {len(fits)} predicted right")
     lines.append(BLIND_NOTES.get(run, ""))
     return [x for x in lines if x]
 
@@ -192,6 +196,11 @@ BLIND_NOTES = {
                 "held down. The attention core was then split into forward and backward kernels and both figures "
                 "refitted on the unchanged fit set (0.385 forward, backward 0.86 of it; FlashAttention-2 reports "
                 "63/73 on A100); the 'now' figures of this run are no longer blind.",
+    "heldout5": "  7B-14B training (2026-12-04): step times within -7.0..+6.1% as predicted. The two Llama-3-8B "
+                "AMP runs (master fp32) ran in 120 GiB while gpumatch predicted 147.7 GiB and 'does not fit': it "
+                "counts the Megatron/DeepSpeed recipe (a persistent bf16 copy beside the fp32 master, 18 bytes per "
+                "parameter) where PyTorch AMP keeps fp32 parameters as the master (16 bytes; autocast's bf16 copies "
+                "are freed before the gradients exist). Not fixed yet: strict xfails.",
 }
 
 
