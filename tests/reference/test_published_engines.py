@@ -17,7 +17,8 @@ import pytest
 from gpumatch.calibrate.published import EngineCase, load_engine_cases
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published"
-PREDICTIONS = (DATA / "engine-predictions.json", DATA / "engine-predictions-2026-12-04.json")
+PREDICTIONS = (DATA / "engine-predictions.json", DATA / "engine-predictions-2026-12-04.json",
+               DATA / "engine-predictions-2026-12-04b.json")
 CASES, SOURCES, FROZEN_AT = load_engine_cases(DATA / "engine-serving.toml", PREDICTIONS)
 TPOT_TOLERANCE = 0.15
 TTFT_TOLERANCE = 0.25
@@ -39,6 +40,14 @@ _MOE_BATCH = ("gpt-oss-120b MXFP4 on Hopper at 64 running decodes (or long promp
               "roofline once many experts are active per layer")
 _SUSPECT = ("TP8 c64 at 1k/8k published 16.0 ms against 7.4 ms at 1k/1k and 9.6 ms on TP4: not physical for more "
             "GPUs; likely preemption or a CUDA-graph cap in that run")
+_COLD = ("mean TTFT 2.7-3.7 s for 512-token prompts (one prefill is about 10 ms; p99 6.9-7.7 s) over 20-160 "
+         "requests on a fresh Modal container: cold start and first-burst waits, not serving; reported, not fitted")
+_GPTOSS20 = ("gpt-oss-20b on SGLang in its launch week (August 2025) on Hopper: decode 35-50 % slower than predicted "
+             "at batch 4 and 32, the launch-era W4A16 MoE and sink-attention kernels, below the fitted roofline")
+_MI300X = ("Qwen3-8B on MI300X at 32 decodes measured 9.42 ms: 33 % of the card's bandwidth for the weights; "
+           "the H200-fitted efficiencies are assumed for ROCm kernels")
+_MI300X_TTFT = ("fixed 1024/1024 lengths with 100 requests at C = 32: three full convoys, each request waits for the "
+                "prefill of the other 31 prompts (32 k tokens) -- 645 ms against a steady-state 27 ms")
 _A100_LONG = "8192-token row: decode at batch 1 with an 8k context measured 18 % above the 128-token rows"
 
 
@@ -61,6 +70,10 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
                                                ("tp4", "c64 ", "7373/"), ("tp2", "c64 ", "7373/"))
        for i in _ids("ix828", t, s, ln)},
     **{(i, "tpot"): _SUSPECT for i in _ids("ix828", "tp8", "c64 ", "922/7373")},
+    **{(i, "ttft"): _COLD for i in _ids("achatbot183")},
+    **{(i, "tpot"): _GPTOSS20 for i in _ids("achatbot183")},
+    **{(i, "tpot"): _MI300X for i in _ids("recipes431")},
+    **{(i, "ttft"): _MI300X_TTFT for i in _ids("recipes431")},
 }
 
 
@@ -77,7 +90,7 @@ def _params(metric: str) -> list[object]:
 
 def test_predictions_were_frozen_and_every_row_is_sourced() -> None:
     assert set(FROZEN_AT) == {p.name for p in PREDICTIONS} and all(len(v) == 40 for v in FROZEN_AT.values())
-    assert len(CASES) == len({c.case_id for c in CASES}) == 37
+    assert len(CASES) == len({c.case_id for c in CASES}) == 40
     for c in CASES:
         assert c.source in SOURCES and SOURCES[c.source]["url"].startswith("https://")
         assert 1 <= c.concurrency <= 128 and c.engine in ("vllm", "sglang", "trtllm")
