@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,20 +114,28 @@ def rows(cases: Iterable[PublishedCase]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class EngineCase:
-    """One published engine measurement at a fixed concurrency and gpumatch's frozen prediction for it."""
+    """One published engine measurement at a fixed concurrency and gpumatch's frozen prediction for it.
+
+    ``ttft_s`` is None where the source publishes no TTFT; ``tpot_basis`` is ``"implied"`` where the source prints no
+    TPOT but its own numbers fix one (its note says how), else ``"published"``."""
 
     case_id: str
     source: str
     engine: str
     gpu: str
     concurrency: int
-    ttft_s: float
+    ttft_s: float | None
     tpot_s: float
     predicted_ttft_s: float
     predicted_tpot_s: float
+    model: str = ""
+    tpot_basis: str = "published"
 
     @property
     def ttft_error(self) -> float:
+        """(predicted - published) / published; NaN where no TTFT is published."""
+        if self.ttft_s is None:
+            return math.nan
         return (self.predicted_ttft_s - self.ttft_s) / self.ttft_s
 
     @property
@@ -135,18 +143,30 @@ class EngineCase:
         return (self.predicted_tpot_s - self.tpot_s) / self.tpot_s
 
 
-def load_engine_cases(data: Path, predictions: Path) -> tuple[list[EngineCase], dict[str, dict[str, str]], str]:
-    """The published engine rows of ``data`` with the predictions frozen in ``predictions`` (JSON written before
-    the measurements were transcribed; never recomputed here), the sources, and the commit they were frozen at."""
+def load_engine_cases(
+    data: Path, predictions: Sequence[Path]
+) -> tuple[list[EngineCase], dict[str, dict[str, str]], dict[str, str]]:
+    """The published engine rows of ``data`` with the predictions frozen in ``predictions`` (JSON files written before
+    the measurements were transcribed; never recomputed here), the sources, and the commit each file was frozen at
+    (file name -> commit)."""
     label = f"published data {data}"
     doc = parse_toml(read_text(data, label, 10_000_000), label)
-    frozen = json.loads(read_text(predictions, f"frozen predictions {predictions}", 10_000_000))
-    by_id = {r["id"]: r for r in frozen["rows"]}
+    by_id: dict[str, dict[str, Any]] = {}
+    frozen_at: dict[str, str] = {}
+    for path in predictions:
+        frozen = json.loads(read_text(path, f"frozen predictions {path}", 10_000_000))
+        frozen_at[path.name] = str(frozen["frozen_at_commit"])
+        for r in frozen["rows"]:
+            if r["id"] in by_id:
+                raise ValueError(f"{path}: row {r['id']!r} frozen twice")
+            by_id[r["id"]] = r
     out: list[EngineCase] = []
     for group in doc.get("group", []):
         for raw in group["rows"]:
             r = dict(zip(group["columns"], raw, strict=True))
             p = by_id[r["id"]]
+            ttft = r.get("ttft_ms")
             out.append(EngineCase(r["id"], group["source"], p["engine"], p["gpu"], p["concurrency"],
-                                  r["ttft_ms"] / 1e3, r["tpot_ms"] / 1e3, p["ttft_s"], p["tpot_s"]))
-    return out, doc.get("sources", {}), str(frozen["frozen_at_commit"])
+                                  None if ttft is None else ttft / 1e3, r["tpot_ms"] / 1e3, p["ttft_s"], p["tpot_s"],
+                                  p["model"], group.get("tpot_basis", "published")))
+    return out, doc.get("sources", {}), frozen_at

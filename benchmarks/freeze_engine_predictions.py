@@ -1,0 +1,50 @@
+"""Freeze gpumatch's serving-engine predictions for published rows before their measured values are transcribed.
+
+Usage: ``python benchmarks/freeze_engine_predictions.py ROWS.toml OUT.json`` (ROWS: the settings of each row, e.g.
+``tests/data/published/engine-rows-2026-12-04.toml``). Each row is predicted with ``gpumatch estimate --task serve
+--engine E --concurrency C --format json`` at the current commit (recorded as ``frozen_at_commit``); the comparison
+(``gpumatch.calibrate.published.load_engine_cases``) reads these numbers and never recomputes them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def predict(r: dict[str, Any]) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "gpumatch", "estimate", "--model", r["model"], "--gpu", r["gpu"], "--count",
+           str(r["tp"]), "--tp", str(r["tp"]), "--precision", r["precision"], "--task", "serve", "--engine",
+           r["engine"], "--concurrency", str(r["concurrency"]), "--prompt", str(r["prompt"]), "--gen", str(r["gen"]),
+           "--format", "json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    d = json.loads(out)
+    return {"id": r["id"], "model": r["model"], "gpu": d["gpu"], "tp": r["tp"], "precision": r["precision"],
+            "kv_precision": None, "engine": r["engine"], "concurrency": r["concurrency"], "prompt": r["prompt"],
+            "gen": r["gen"], "fits": d["fits"], "ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"],
+            "output_tokens_per_s": d["output_tokens_per_s"], "serving": d["serving"], "warnings": d["warnings"]}
+
+
+def main() -> None:
+    rows_path, out_path = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    spec = tomllib.loads(rows_path.read_text())
+    rows = [dict(zip(spec["columns"], raw, strict=True)) for raw in spec["rows"]]
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                            cwd=ROOT).stdout.strip()
+    doc = {"frozen_at_commit": commit,
+           "rule": "predicted with `gpumatch estimate --task serve` at the commit named, before the published values "
+                   "were transcribed next to them; the comparison reads these numbers, never recomputes them",
+           "rows_from": str(rows_path.relative_to(ROOT)),
+           "rows": [predict(r) for r in rows]}
+    out_path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"{len(rows)} predictions frozen at {commit} -> {out_path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
