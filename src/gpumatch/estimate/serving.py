@@ -248,9 +248,11 @@ def _pass_equations(
     left = max(budget - b, 1.0) if budget > 0 else math.inf
     chunks = max(1.0, math.ceil(k.computed / left)) if k.computed > 0 else 1.0
     if k.profile.schedule == "mixed":
-        new = k.decode(1.0 + b_o) + k.host(1.0 + b_o + n_o) + n_o * k.marginal(k.computed)
+        # with pipeline stages the prompts ride in the micro-batches (a request's share: n_o / micro-batches)
+        per_mb = n_o / float(roofline.pipeline_micro_batches(k.c, 1.0 + b_o + n_o))
+        new = k.decode(1.0 + b_o) + k.host(1.0 + b_o + n_o) + per_mb * k.marginal(k.computed)
         own_pass = k.decode(b_o) + k.host(b_o + 1.0 + n_o)
-        own = 0.5 * new * others + chunks * own_pass + (1.0 + n_o) * k.marginal(k.computed)
+        own = 0.5 * new * others + chunks * own_pass + (1.0 + per_mb) * k.marginal(k.computed)
         return new, b, n, own, left
     # alternate: prefill passes gather the prompts waiting, up to the budget, and pause the decodes
     fit = left / max(k.computed, 1.0) if budget > 0 else math.inf
