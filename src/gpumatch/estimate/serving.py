@@ -28,7 +28,7 @@ admissible request running); goodput is the highest ``λ`` whose TTFT and TPOT m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
@@ -187,6 +187,7 @@ class _Costs:
     prompt: float
     gen: float
     computed: float
+    memo: dict[float, float] = field(default_factory=dict)
 
     def decode(self, batch: float) -> float:
         ctx = flops.decode_context(self.prompt, self.gen)
@@ -201,8 +202,11 @@ class _Costs:
         return float(roofline.prefill(self.m, c, self.cal, batch=max(prompts, 1e-9))["time_s"])
 
     def marginal(self, tokens: float) -> float:
-        """What ``tokens`` prompt tokens of one request add to a pass that already runs (weights read, launches)."""
-        return max(self.prefill(1.0, tokens) - self.prefill(1.0, 1.0), 0.0)
+        """What ``tokens`` prompt tokens of one request add to a pass that already runs (weights read, launches);
+        remembered per ``tokens`` (the fixed point asks for the same prompt at every iteration)."""
+        if tokens not in self.memo:
+            self.memo[tokens] = max(self.prefill(1.0, tokens) - self.prefill(1.0, 1.0), 0.0)
+        return self.memo[tokens]
 
 
 def kv_pool(m: ModelNums, c: Case, cal: Calibration, profile: EngineProfile, budget: float) -> float:
