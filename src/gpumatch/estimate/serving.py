@@ -294,9 +294,10 @@ def _closed(k: _Costs, running: float, budget: float, clients: float) -> tuple[f
     return lam, tau, det, it
 
 
-def _open(k: _Costs, lam: float, budget: float) -> tuple[float, dict[str, float], int]:
-    """(pass time, details, iterations) at a fixed request rate ``lam``."""
-    tau = k.decode(1.0) + k.host(1.0)
+def _open(k: _Costs, lam: float, budget: float, tau0: float | None = None) -> tuple[float, dict[str, float], int]:
+    """(pass time, details, iterations) at a fixed request rate ``lam``, starting from the pass time ``tau0`` (a
+    nearby rate's, in the goodput search) or one request's."""
+    tau = tau0 if tau0 is not None else k.decode(1.0) + k.host(1.0)
     det: dict[str, float] = {}
     it = 0
     for it in range(1, MAX_ITERATIONS + 1):  # noqa: B007
@@ -378,11 +379,14 @@ def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | No
     """The highest open-loop rate (per replica) whose TTFT and TPOT meet ``targets`` (0 when none does)."""
     ttft_max, tpot_max = targets
 
+    last: list[float] = []
+
     def meets(lam: float) -> bool:
-        tau, det, _ = _open(k, lam, budget)
         rho = lam / sat_lam
         if rho >= 1.0:
             return False
+        tau, det, _ = _open(k, lam, budget, last[-1] if last else None)  # warm start: the previous rate's pass
+        last.append(tau)
         ttft = det["own"] + rho / (2.0 * sat_lam * (1.0 - rho))
         return (ttft_max is None or ttft <= ttft_max) and (tpot_max is None or tau <= tpot_max)
 

@@ -170,8 +170,10 @@ def plan(
     ranked = {r.name: _rank(req, r, facts, cs, feasible, fperf, top) for r in chosen}
     shortlist = {name: v[0] for name, v in ranked.items()}
     as_requested = {name: v[1] for name, v in ranked.items() if v[2]}
-    for entries in (*shortlist.values(), [a for a in as_requested.values() if a is not None]):
-        add_intervals(req, entries, cal)
+    shown = [*(e for v in shortlist.values() for e in v), *(a for a in as_requested.values() if a is not None)]
+    add_intervals(req, shown, cal)
+    if engine:
+        served.add_goodput(req, shown, {g.name: g for g in specs}, cal)
     rejected = _rejected(req, facts, cs, code, failed, margin)
     price_info = pricing.price_summary(req, prices, [i for i, ok in enumerate(facts.allowed) if ok])
     return Plan(

@@ -6,6 +6,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from gpumatch.estimate import estimate
 from gpumatch.plan import from_workload, plan
 from gpumatch.plan.planner import THROUGHPUT_NOTE
 from gpumatch.plan.served import ENGINE_LOOKS
@@ -67,3 +68,18 @@ def test_the_engine_pass_is_bounded() -> None:
     gpus = len({r["gpu"] for r in p.rejected} | {e["gpu"] for v in p.shortlist.values() for e in v})
     assert 0 < evaluated <= len(p.roles) * (gpus + 1) * ENGINE_LOOKS
     assert static - evaluated == p.not_evaluated
+
+
+def test_shown_entries_carry_their_goodput_as_estimate_gives_it() -> None:
+    """Goodput: the highest Poisson rate whose mean TTFT and TPOT at the engine meet the targets; the entry's
+    estimate_options carry the targets, so 'gpumatch estimate' with them reports the same rate."""
+    req = from_workload(load_workload(CHAT))
+    p = plan(req, roles=["latency-serving"])
+    e = p.shortlist["latency-serving"][0]
+    opts = dict(e["estimate_options"])
+    assert opts["slo_ttft_s"] == 0.5 and opts["slo_tpot_s"] == 0.040
+    good = e["estimate"]["goodput_requests_per_s"]
+    assert good > 0 and e["estimate"]["goodput_tokens_per_s"] == good * req.gen
+    count = opts.pop("count")
+    result = estimate(req.model, e["gpu"], count=count, site=req.site, **opts)
+    assert result.serving is not None and result.serving["goodput_requests_per_s"] == good
