@@ -16,11 +16,11 @@ import numpy as np
 from gpumatch.catalog import GpuSpec, get_gpu
 from gpumatch.catalog.prices import HOURLY_BASES, select_price, unpriced_mark
 from gpumatch.errors import InputError
-from gpumatch.estimate import fitting, serving
+from gpumatch.estimate import fitting, served, serving
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import Case, model_nums
-from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, in_flight_sequences, replica_case, scaling
+from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
 from gpumatch.estimate.intervals import Residuals, estimate_intervals, where_of
 from gpumatch.estimate.options import Request, build_case, shape_numbers
 from gpumatch.estimate.power import DEFAULT_SITE, Site
@@ -175,10 +175,7 @@ def estimate(
     sv, run_case, note = _serving(arch, spec, req, case, cal)
     warnings += (note,) if note else ()
     out = evaluate(req.task, m, run_case, cal, site or DEFAULT_SITE)
-    if sv is not None:
-        out.update(serving.serving_memory({k: float(v) for k, v in out.items()}, sv, float(run_case.batch)))
-        out.update(serving.serving_metrics({k: float(v) for k, v in out.items()}, sv, float(case.dp),
-                                           float(case.gen), site or DEFAULT_SITE))
+    served.apply_engine(out, sv, run_case, case, site or DEFAULT_SITE)
     if with_scaling and req.count > 1:
         out.update(scaling(req.task, m, run_case, out, cal))
     metrics = {k: float(v) for k, v in out.items()}
@@ -245,26 +242,10 @@ def _weights(req: Request) -> str:
 
 def _serving(arch: ModelArch, spec: GpuSpec, req: Request, case: Case,
              cal: Calibration) -> tuple[serving.Serving | None, Case, str]:
-    """The engine's steady state (None for the static model), the case whose memory and power it runs (the
-    requests admitted per replica; the rest wait in the queue, holding no KV cache) and a note. When the engine's
-    memory share cannot hold one sequence, the static model's memory check reports the shortfall."""
-    if req.serving_engine == "static":
-        return None, case, ""
-    dp = float(case.dp)
-    per_replica = float(in_flight_sequences(case)) / dp
-    rate = None if req.request_rate is None else req.request_rate / dp
-    try:
-        sv = serving.steady_state(model_nums(arch), replica_case(case), cal, req.serving_engine, spec.name,
-                                  concurrency=per_replica, request_rate=rate, prefix_hit_ratio=req.prefix_hit_ratio,
-                                  targets=(req.slo_ttft_s, req.slo_tpot_s))
-    except serving.NoRoom as e:
-        return None, case, f"{e}: estimated with the static-batch model"
-    held = sv.running if rate is not None else min(sv.running, per_replica)  # open loop: as many as the rate holds
-    running = float(max(1, math.ceil(held - 1e-9)))
-    note = "" if sv.stable else (
-        f"--request-rate {req.request_rate:g}/s is at or above what {sv.engine} serves "
-        f"({sv.saturated_requests_per_s * dp:.3g} requests/s): the queue grows without bound (TTFT has no mean)")
-    return sv, replace(case, batch=running, in_flight=running * dp), note
+    """The engine's steady state of ``req`` (:func:`gpumatch.estimate.served.engine_state`)."""
+    return served.engine_state(model_nums(arch), case, cal, req.serving_engine, spec.name,
+                               request_rate=req.request_rate, prefix_hit_ratio=req.prefix_hit_ratio,
+                               targets=(req.slo_ttft_s, req.slo_tpot_s))
 
 
 def _fit_hint(arch: ModelArch, spec: GpuSpec, req: Request, cal: Calibration, site: Site,

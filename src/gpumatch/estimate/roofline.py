@@ -11,6 +11,8 @@ bound is read.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpumatch.estimate import comm, flops
 from gpumatch.estimate._num import Num, is_one, vmax, vmin, where
 from gpumatch.estimate.calibration import Calibration
@@ -121,39 +123,96 @@ def _pp_hops(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> Num:
     return where(c.pp > 1, (c.pp - 1.0) * comm.p2p_s(tokens * m.hidden * c.act_bytes, bw, hop, cal), 0.0)
 
 
+def pipeline_micro_batches(c: Case, seqs: Num) -> Num:
+    """Micro-batches a pipeline keeps in flight: ``min(p, max(seqs, 1))`` for a serving engine (``c.fused``),
+    1 for a plain PyTorch run, whose stages run one after another (no overlap).
+
+    vLLM runs ``pipeline_parallel_size`` virtual engines (V0) / up to ``pp`` concurrent batches (V1 batch queue)
+    and TensorRT-LLM's in-flight batching splits the running batch into ``pp`` micro-batches, so every stage
+    works on one of them while the others are in the other stages (GPipe, Huang et al. 2019, section 2.2); a
+    sequence cannot be split, so there are never more micro-batches than sequences. Hugging Face
+    ``device_map`` (``infer``) is naive model parallelism: one stage works at a time.
+    """
+    if is_one(c.pp):
+        return 1.0
+    return where(c.fused > 0, vmin(c.pp, vmax(seqs, 1.0)), 1.0)
+
+
+def _stages(
+    m: ModelNums, c: Case, parts: list[tuple[Num, Num]], head: tuple[Num, Num], tp_ar: Num, hops: Num,
+    fixed_s: float, cal: Calibration, graphs: Num = None,
+) -> tuple[dict[str, Num], dict[str, Num]]:
+    """(latency of one micro-batch through every stage, time of the slowest stage for it) from one layer's
+    operators ``parts``, the LM head (on the last stage), one layer's TP collectives ``tp_ar`` and the stage
+    hops. Stages hold ``ceil(L/p)`` layers each (the worst stage), so the path crosses ``p · ceil(L/p)``."""
+    lps = layers_per_stage(m, c.pp)
+    layers = lps * c.pp
+    comp, mem = _acc(parts)
+    h_comp, h_mem = _acc([head])
+    comm_ = layers * tp_ar + hops
+    l_comp, l_mem = layers * comp + h_comp, layers * mem + h_mem
+    host = host_time(l_comp + l_mem + comm_, layers, 1.0, fixed_s, c, cal, graphs=graphs)
+    s_comp, s_mem, s_comm = lps * comp + h_comp, lps * mem + h_mem, lps * tp_ar
+    s_host = host_time(s_comp + s_mem + s_comm, lps, 1.0, fixed_s, c, cal, graphs=graphs)
+    return _result(l_comp, l_mem, comm_, host), _result(s_comp, s_mem, s_comm, s_host)
+
+
+def _combine(lat: dict[str, Num], stage: dict[str, Num], weight: Num, steady: bool) -> dict[str, Num]:
+    """Pipeline time from one micro-batch's latency and the slowest stage's time per micro-batch.
+
+    ``steady`` (decode, micro-batches cycling): a sequence's next token waits for its micro-batch to come back,
+    ``max(latency, weight · stage)`` with ``weight`` micro-batches sharing the slowest stage. Otherwise (one
+    prefill of ``weight`` micro-batches, fill and drain): ``latency + (weight - 1) · stage``. One micro-batch
+    (``pp = 1``, or no overlap) gives the latency unchanged.
+    """
+    keys = ("compute_s", "memory_s", "comm_s", "host_s")
+    if is_one(weight):
+        return lat
+    if steady:
+        cyc = weight * stage["time_s"]
+        use = cyc > lat["time_s"]
+        out = {k: where(use, weight * stage[k], lat[k]) for k in keys}
+    else:
+        out = {k: lat[k] + (weight - 1.0) * stage[k] for k in keys}
+    return _result(out["compute_s"], out["memory_s"], out["comm_s"], out["host_s"])
+
+
 def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[str, Num]:
     """One decode step: ``batch`` sequences, one new token each, attending ``context`` cached tokens.
 
-    Stages run one after another for a token, so the step crosses ``pp · ceil(L/pp)`` layers.
+    ``time_s`` is the time between two tokens of a sequence (TPOT). A token crosses every stage
+    (``pp · ceil(L/pp)`` layers and ``pp − 1`` hops). A serving engine splits the batch into
+    :func:`pipeline_micro_batches` ``k`` micro-batches of ``batch / k`` sequences that cycle through the stages
+    together, so TPOT = ``max(latency of a micro-batch of batch/k, k × the slowest stage's time for it)`` and the
+    throughput ``batch / TPOT``; a plain PyTorch run (``k = 1``) keeps the whole batch on one stage at a time.
     """
-    tokens = c.batch
-    layers = layers_per_stage(m, c.pp) * c.pp
-    comp, mem = _acc(_forward_layer(m, c, tokens, context, cal))
+    k = pipeline_micro_batches(c, c.batch)
+    mc = c if is_one(k) else replace(c, batch=c.batch / k)
+    tokens = mc.batch
+    parts = _forward_layer(m, mc, tokens, context, cal)
     head = op(flops.head_flops(m, tokens) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
-    h_comp, h_mem = _acc([head])
-    comm_ = layers * _tp_allreduces(m, c, tokens, 2.0, cal) + _pp_hops(m, c, tokens, cal)
-    comp, mem = layers * comp + h_comp, layers * mem + h_mem
-    host = host_time(comp + mem + comm_, layers, 1.0, cal.decode_step_overhead_s, c, cal)
-    return _result(comp, mem, comm_, host)
+    lat, stage = _stages(m, mc, parts, head, _tp_allreduces(m, c, tokens, 2.0, cal), _pp_hops(m, c, tokens, cal),
+                         cal.decode_step_overhead_s, cal)
+    return _combine(lat, stage, k, steady=True)
 
 
 def prefill(m: ModelNums, c: Case, cal: Calibration, batch: Num = None) -> dict[str, Num]:
     """A causal forward over ``batch × prompt`` tokens (``batch`` defaults to ``c.batch``); logits of the last
     position only. Prefill kernels are dispatched one by one (no CUDA graph), as plain PyTorch and most engines
-    run variable-length prefills."""
+    run variable-length prefills. With pipeline stages a serving engine splits the prompts into
+    :func:`pipeline_micro_batches` ``k`` micro-batches that follow each other through the stages (fill and drain:
+    the latency of one plus ``k − 1`` times the slowest stage)."""
     if batch is None:
         batch = c.batch
+    k = pipeline_micro_batches(c, batch)
+    batch = batch / k if not is_one(k) else batch
     tokens = batch * c.prompt
-    layers = layers_per_stage(m, c.pp) * c.pp
     ctx = flops.prefill_context(c.prompt)
     parts = _forward_layer(m, c, tokens, ctx, cal)
     # the KV "read" of a prefill is the K/V just produced: already in the GEMM outputs
     parts[1] = op(flops.attention_flops(m, tokens, ctx) / c.tp,
                   tokens * c.act_bytes * m.qkv_width * 2.0 / c.tp, 1.0, c, cal, attention=True)
-    comp, mem = _acc(parts)
     head = op(flops.head_flops(m, batch) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
-    h_comp, h_mem = _acc([head])
-    comm_ = layers * _tp_allreduces(m, c, tokens, 2.0, cal) + _pp_hops(m, c, tokens, cal)
-    comp, mem = layers * comp + h_comp, layers * mem + h_mem
-    host = host_time(comp + mem + comm_, layers, 1.0, cal.prefill_overhead_s, c, cal, graphs=0.0)
-    return _result(comp, mem, comm_, host)
+    lat, stage = _stages(m, c, parts, head, _tp_allreduces(m, c, tokens, 2.0, cal), _pp_hops(m, c, tokens, cal),
+                         cal.prefill_overhead_s, cal, graphs=0.0)
+    return _combine(lat, stage, k, steady=False)

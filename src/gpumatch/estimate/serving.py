@@ -28,7 +28,7 @@ admissible request running); goodput is the highest ``λ`` whose TTFT and TPOT m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
@@ -187,6 +187,7 @@ class _Costs:
     prompt: float
     gen: float
     computed: float
+    memo: dict[float, float] = field(default_factory=dict)
 
     def decode(self, batch: float) -> float:
         ctx = flops.decode_context(self.prompt, self.gen)
@@ -201,8 +202,11 @@ class _Costs:
         return float(roofline.prefill(self.m, c, self.cal, batch=max(prompts, 1e-9))["time_s"])
 
     def marginal(self, tokens: float) -> float:
-        """What ``tokens`` prompt tokens of one request add to a pass that already runs (weights read, launches)."""
-        return max(self.prefill(1.0, tokens) - self.prefill(1.0, 1.0), 0.0)
+        """What ``tokens`` prompt tokens of one request add to a pass that already runs (weights read, launches);
+        remembered per ``tokens`` (the fixed point asks for the same prompt at every iteration)."""
+        if tokens not in self.memo:
+            self.memo[tokens] = max(self.prefill(1.0, tokens) - self.prefill(1.0, 1.0), 0.0)
+        return self.memo[tokens]
 
 
 def kv_pool(m: ModelNums, c: Case, cal: Calibration, profile: EngineProfile, budget: float) -> float:
@@ -248,9 +252,11 @@ def _pass_equations(
     left = max(budget - b, 1.0) if budget > 0 else math.inf
     chunks = max(1.0, math.ceil(k.computed / left)) if k.computed > 0 else 1.0
     if k.profile.schedule == "mixed":
-        new = k.decode(1.0 + b_o) + k.host(1.0 + b_o + n_o) + n_o * k.marginal(k.computed)
+        # with pipeline stages the prompts ride in the micro-batches (a request's share: n_o / micro-batches)
+        per_mb = n_o / float(roofline.pipeline_micro_batches(k.c, 1.0 + b_o + n_o))
+        new = k.decode(1.0 + b_o) + k.host(1.0 + b_o + n_o) + per_mb * k.marginal(k.computed)
         own_pass = k.decode(b_o) + k.host(b_o + 1.0 + n_o)
-        own = 0.5 * new * others + chunks * own_pass + (1.0 + n_o) * k.marginal(k.computed)
+        own = 0.5 * new * others + chunks * own_pass + (1.0 + per_mb) * k.marginal(k.computed)
         return new, b, n, own, left
     # alternate: prefill passes gather the prompts waiting, up to the budget, and pause the decodes
     fit = left / max(k.computed, 1.0) if budget > 0 else math.inf
@@ -288,9 +294,10 @@ def _closed(k: _Costs, running: float, budget: float, clients: float) -> tuple[f
     return lam, tau, det, it
 
 
-def _open(k: _Costs, lam: float, budget: float) -> tuple[float, dict[str, float], int]:
-    """(pass time, details, iterations) at a fixed request rate ``lam``."""
-    tau = k.decode(1.0) + k.host(1.0)
+def _open(k: _Costs, lam: float, budget: float, tau0: float | None = None) -> tuple[float, dict[str, float], int]:
+    """(pass time, details, iterations) at a fixed request rate ``lam``, starting from the pass time ``tau0`` (a
+    nearby rate's, in the goodput search) or one request's."""
+    tau = tau0 if tau0 is not None else k.decode(1.0) + k.host(1.0)
     det: dict[str, float] = {}
     it = 0
     for it in range(1, MAX_ITERATIONS + 1):  # noqa: B007
@@ -372,11 +379,14 @@ def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | No
     """The highest open-loop rate (per replica) whose TTFT and TPOT meet ``targets`` (0 when none does)."""
     ttft_max, tpot_max = targets
 
+    last: list[float] = []
+
     def meets(lam: float) -> bool:
-        tau, det, _ = _open(k, lam, budget)
         rho = lam / sat_lam
         if rho >= 1.0:
             return False
+        tau, det, _ = _open(k, lam, budget, last[-1] if last else None)  # warm start: the previous rate's pass
+        last.append(tau)
         ttft = det["own"] + rho / (2.0 * sat_lam * (1.0 - rho))
         return (ttft_max is None or ttft <= ttft_max) and (tpot_max is None or tau <= tpot_max)
 

@@ -141,8 +141,11 @@ def why(entry: dict[str, Any], rank: int, req: PlanRequest) -> str:
                 f"MFU {est['mfu']:.0%}")
     else:
         where = f"{lay['replicas']} replicas" if lay["replicas"] > 1 else "1 replica"
-        perf = (f"{est['tokens_per_s']:,.0f} generated tokens/s ({where}, prefill included), TPOT "
-                f"{est['tpot_s'] * 1e3:.1f} ms, TTFT {est['ttft_p50_s'] * 1e3:.0f} ms (one prompt alone)")
+        engine = req.serving_engine
+        how = "prefill included" if engine == "static" else f"{engine} steady state"
+        ttft = "one prompt alone" if engine == "static" else "mean"
+        perf = (f"{est['tokens_per_s']:,.0f} generated tokens/s ({where}, {how}), TPOT "
+                f"{est['tpot_s'] * 1e3:.1f} ms, TTFT {est['ttft_p50_s'] * 1e3:.0f} ms ({ttft})")
     parts = [f"#{rank}: {entry['bound']}-bound; {perf}; uses {est['total_bytes'] / GIB:.1f} of "
              f"{est['capacity_bytes'] / GIB:.1f} GiB per GPU"]
     flagged = any("scaling efficiency" in f for f in entry["flags"])

@@ -117,14 +117,14 @@ def performance(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: Pri
         case = build_case(req, table, sub, prices, qlora)
         res = evaluate(task, m, case, cal, site)
         res.update(scaling(task, m, case, res, cal))
-        _price(req, res)
+        set_price(req, res)
         for k in out:
             if k in res:
                 out[k][idx] = np.broadcast_to(np.asarray(res[k], dtype=float), idx.shape)
     return out
 
 
-def _price(req: PlanRequest, res: dict[str, Any]) -> None:
+def set_price(req: PlanRequest, res: dict[str, Any]) -> None:
     """The price basis of the module docstring: owned on the purchase basis, else the hourly (cloud) figure."""
     key = "owned" if req.price_basis == "purchase" else "cloud"
     res["usd_per_hour"] = res[f"usd_per_hour_{key}"]

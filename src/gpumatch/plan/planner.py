@@ -32,7 +32,7 @@ from gpumatch.estimate.intervals import estimate_intervals, where_of
 from gpumatch.estimate.options import SCALEUP_DOMAIN
 from gpumatch.estimate.precision import WEIGHT_PRECISIONS
 from gpumatch.estimate.vectorized import GpuTable, gpu_table
-from gpumatch.plan import explain, metrics, pricing, rules, search
+from gpumatch.plan import explain, metrics, pricing, rules, search, served
 from gpumatch.plan.enumeration import TP_DEGREES, CandidateSet, Mitigation, enumerate_candidates
 from gpumatch.plan.request import PlanRequest, from_workload
 from gpumatch.plan.roles import (
@@ -68,6 +68,9 @@ class Plan:
     basis: str
     notes: tuple[str, ...] = field(default=())
     as_requested: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    not_evaluated: int = 0
+    """Serving at an engine: configurations that passed the static checks but were not evaluated at the engine's
+    steady state (:mod:`gpumatch.plan.served`), so neither ranked nor rejected; 0 otherwise."""
     price_basis: dict[str, Any] = field(default_factory=dict)
     """The price basis every candidate used (:func:`gpumatch.plan.metrics.price_summary`): basis, rule, quote
     months, the GPU models without a price on it, and with a budget those without a purchase price."""
@@ -84,6 +87,7 @@ class Plan:
             "candidates_evaluated": self.candidates_evaluated,
             "candidates_estimated": self.candidates_estimated,
             "feasible": self.feasible,
+            "not_evaluated": self.not_evaluated,
             "elapsed_s": self.elapsed_s,
             "basis": self.basis,
             "notes": list(self.notes),
@@ -131,26 +135,45 @@ def plan(
         code[sub] = rules.measured(req, cs.take(sub), mem, margin)
         _report(progress, "memory", int(part[-1]) + 1 if part.size else 0, idx.size)
     fit = idx[code[idx] == 0]
+    engine = req.serving_engine != "static"
     parts = []
     for part in search.chunks(fit.size):
         sub = fit[part]
         one = metrics.performance(req, table, cs.take(sub), prices, req.site, cal)
         one["ttft_p50_s"] = rules.ttft_s(one, cs.take(sub))[0] if not req.training else np.full(sub.size, np.nan)
-        code[sub] = rules.measured(req, cs.take(sub), one, margin)
+        code[sub] = rules.measured(req, cs.take(sub), one, margin, mode="prefilter" if engine else "static")
         parts.append(one)
         _report(progress, "speed and cost", int(part[-1]) + 1 if part.size else 0, fit.size)
     perf = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     ok = code[fit] == 0
     feasible, fperf = fit[ok], {k: v[ok] for k, v in perf.items()}
     chosen = _roles(req, roles)
+    failed = {**{k: np.full(len(cs), np.nan) for k in perf}, **est, "engine_evaluated": np.zeros(len(cs))}
+    for k, v in perf.items():
+        failed[k][fit] = v
+    engine_notes: tuple[str, ...] = ()
+    skipped = 0
+    if engine and feasible.size:
+        fsub = cs.take(feasible)
+        plain = np.array([mitigation_risk(req, m.precision, m.kv_precision, m.qlora) == 0.0
+                          for m in cs.mitigations])[fsub.mit]
+        ep = served.run(req, chosen, lambda r: _static_order(req, r, facts, fsub, fperf), table, cs, feasible,
+                        prices, cal, margin, plain)
+        skipped = int(feasible.size - ep.evaluated)
+        lost = feasible[ep.failed]
+        code[lost] = ep.codes
+        for k, v in ep.failed_perf.items():
+            failed[k][lost] = v
+        failed["engine_evaluated"][lost] = 1.0
+        engine_notes = (served.note(req, int(feasible.size), ep),)
+        feasible, fperf = feasible[ep.ok], ep.perf
     ranked = {r.name: _rank(req, r, facts, cs, feasible, fperf, top) for r in chosen}
     shortlist = {name: v[0] for name, v in ranked.items()}
     as_requested = {name: v[1] for name, v in ranked.items() if v[2]}
-    for entries in (*shortlist.values(), [a for a in as_requested.values() if a is not None]):
-        add_intervals(req, entries, cal)
-    failed = {**{k: np.full(len(cs), np.nan) for k in perf}, **est}
-    for k, v in perf.items():
-        failed[k][fit] = v
+    shown = [*(e for v in shortlist.values() for e in v), *(a for a in as_requested.values() if a is not None)]
+    add_intervals(req, shown, cal)
+    if engine:
+        served.add_goodput(req, shown, {g.name: g for g in specs}, cal)
     rejected = _rejected(req, facts, cs, code, failed, margin)
     price_info = pricing.price_summary(req, prices, [i for i, ok in enumerate(facts.allowed) if ok])
     return Plan(
@@ -162,9 +185,10 @@ def plan(
         candidates_evaluated=len(cs),
         candidates_estimated=int(idx.size),
         feasible=int(feasible.size),
+        not_evaluated=skipped,
         elapsed_s=time.perf_counter() - t0,
         basis=cal.basis,
-        notes=_notes(req, shortlist, chosen, bool(rejected)) + _price_notes(price_info)
+        notes=engine_notes + _notes(req, shortlist, chosen, bool(rejected)) + _price_notes(price_info)
         + tuple(n for n in (search.pruned_note(req),) if n),
         price_basis=price_info,
     )
@@ -245,19 +269,10 @@ def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet,
     best candidate as requested (None when none is feasible) and True; else (entries, None, False).
     """
     sub = cs.take(feasible)
-    pool = np.flatnonzero(role.admits(req, sub.count, facts.tdp_w[sub.gpu]))
-    if not pool.size:
+    scored = _scored(req, role, facts, sub, perf)
+    if scored is None:
         return [], None, False
-    pm = {k: v[pool] for k, v in perf.items()}
-    pm["latency_s"] = _latency(req, pm)
-    rel = np.array([reliability(g) for g in facts.specs])[sub.gpu[pool]]
-    eco = np.array([ecosystem(g) for g in facts.specs])[sub.gpu[pool]]
-    priced = np.isfinite(pm["usd_per_million_tokens"])  # unknown cost: neither pushed down nor lifted (roles)
-    terms = impute_cost(term_values(pm, rel, eco), priced)
-    risk = np.array([mitigation_risk(req, m.precision, m.kv_precision, m.qlora) for m in sub.mitigations])
-    s = score(role.weights, terms, None if priced.any() else priced)
-    s = s * (1.0 - np.minimum(role.risk_scale * risk[sub.mit[pool]], 0.9))
-    order = np.lexsort((sub.count[pool], -np.round(s, 9)))
+    pool, pm, s, terms, risk, order = scored
     seen: set[int] = set()
     entries: list[dict[str, Any]] = []
     picked: list[int] = []
@@ -283,6 +298,40 @@ def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet,
     alt = _entry(req, facts, sub, int(pool[plain[0]]), pm, int(plain[0]), s, terms)
     alt["why"] = explain.why(alt, 0, req).split(": ", 1)[1]
     return entries[:top], alt, True
+
+
+Scored = tuple[npt.NDArray[np.intp], dict[str, FloatArray], FloatArray, dict[str, FloatArray], FloatArray,
+               npt.NDArray[np.intp]]
+
+
+def _scored(req: PlanRequest, role: Role, facts: rules.GpuFacts, sub: CandidateSet,
+            perf: dict[str, FloatArray]) -> Scored | None:
+    """(pool, its metrics, scores, terms, risk per mitigation, pool order best first) of the role over ``sub``
+    (None: the role admits none)."""
+    pool = np.flatnonzero(role.admits(req, sub.count, facts.tdp_w[sub.gpu]))
+    if not pool.size:
+        return None
+    pm = {k: v[pool] for k, v in perf.items()}
+    pm["latency_s"] = _latency(req, pm)
+    rel = np.array([reliability(g) for g in facts.specs])[sub.gpu[pool]]
+    eco = np.array([ecosystem(g) for g in facts.specs])[sub.gpu[pool]]
+    priced = np.isfinite(pm["usd_per_million_tokens"])  # unknown cost: neither pushed down nor lifted (roles)
+    terms = impute_cost(term_values(pm, rel, eco), priced)
+    risk = np.array([mitigation_risk(req, m.precision, m.kv_precision, m.qlora) for m in sub.mitigations])
+    s = score(role.weights, terms, None if priced.any() else priced)
+    s = s * (1.0 - np.minimum(role.risk_scale * risk[sub.mit[pool]], 0.9))
+    order = np.lexsort((sub.count[pool], -np.round(s, 9)))
+    return pool, pm, s, terms, risk, order
+
+
+def _static_order(req: PlanRequest, role: Role, facts: rules.GpuFacts, sub: CandidateSet,
+                  perf: dict[str, FloatArray]) -> npt.NDArray[np.intp]:
+    """The role's pool as positions into ``sub``, best static score first (the engine pass's order)."""
+    scored = _scored(req, role, facts, sub, perf)
+    if scored is None:
+        return np.zeros(0, dtype=np.intp)
+    out: npt.NDArray[np.intp] = scored[0][scored[5]]
+    return out
 
 
 def _latency(req: PlanRequest, pm: dict[str, FloatArray]) -> FloatArray:
@@ -376,7 +425,9 @@ def estimate_options(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, An
     else:
         opts.update(prompt=req.prompt, gen=req.gen, in_flight=min(req.batch, int(cs.micro[i]) * int(cs.dp[i])))
         if task == "serve":
-            opts["engine"] = "static"  # the planner ranks on the static-batch model (no engine steady state yet)
+            opts["engine"] = req.serving_engine  # the model the plan ranked on (served.py)
+            if req.prefix_hit_ratio and req.serving_engine != "static":
+                opts["prefix_hit_ratio"] = req.prefix_hit_ratio
         kv = mit.kv_precision or req.kv_precision
         if kv:
             opts["kv_precision"] = kv
@@ -435,6 +486,9 @@ def _miss(code: int, req: PlanRequest, cs: CandidateSet, est: dict[str, FloatArr
     name = rules.RULES[code][0]
     if name == "memory":
         return float(est["total_bytes"][i] / (est["capacity_bytes"][i] * (1.0 - margin)) - 1.0)
+    if name == "ttft" and req.serving_engine != "static":  # engine mode: one figure (prefilter or steady state)
+        target = req.ttft_p50_s if not est["engine_evaluated"][i] else (req.ttft_p50_s or req.ttft_p99_s)
+        return float(est["ttft_p50_s"][i]) / target - 1.0 if target else None
     if name == "ttft":
         p50, p99 = float(est["ttft_p50_s"][i]), float(est["prefill_s"][i])
         over = [x / t for x, t in ((p50, req.ttft_p50_s), (p99, req.ttft_p99_s)) if t]
@@ -504,7 +558,8 @@ def _notes(req: PlanRequest, shortlist: dict[str, list[dict[str, Any]]], chosen:
             out.append(f"no feasible candidate for the {r.title} role: {why}")
     if req.task == "infer" and req.dev:
         out.append("task 'dev' is planned as single-stream inference of the model (load, run, profile)")
-    out.append(THROUGHPUT_NOTE[req.training])
+    engine = req.serving_engine
+    out.append(THROUGHPUT_NOTE[req.training] if req.training or engine == "static" else ENGINE_NOTE.format(engine))
     return tuple(out)
 
 
@@ -515,3 +570,5 @@ THROUGHPUT_NOTE = {
            "(static batches: 'gpumatch estimate --engine static')",
 }
 """What the shortlist's throughput counts, said once per plan."""
+ENGINE_NOTE = ("tok/s: generated, all replicas, at {0}'s steady state; TTFT, TPOT: its means per request (as "
+               "'gpumatch estimate' gives them)")

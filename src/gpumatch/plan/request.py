@@ -26,8 +26,10 @@ from pydantic import BaseModel, ValidationError
 from gpumatch.catalog.prices import check_basis
 from gpumatch.errors import InputError
 from gpumatch.estimate import Site
+from gpumatch.estimate.serving import DEFAULT_ENGINE
 from gpumatch.models.arch import ModelArch
 from gpumatch.vocab import (
+    ENGINES,
     FULL_TRAINING_TASKS,
     KV_PRECISIONS,
     TASKS,
@@ -91,6 +93,11 @@ class PlanRequest:
     dev: bool = False
     tp: int | None = None
     pp: int | None = None
+    engine: str | None = None
+    """Task ``serve``: the engine whose steady state ranks the serving roles (``[serving] engine``; None = vllm;
+    ``static`` = the static-batch model)."""
+    prefix_hit_ratio: float = 0.0
+    """Task ``serve``: share of each prompt the engine's prefix cache holds (``[serving] prefix_hit_ratio``)."""
     gpus_from_flags: tuple[str, ...] = ()
     """Which of ``gpus_allow``/``gpus_deny`` came from ``--gpu``/``--exclude`` ("allow", "deny"), not the file:
     rejection reasons name what the user actually wrote."""
@@ -136,6 +143,13 @@ class PlanRequest:
     def desk_side(self) -> bool:
         """A desk-side box: a PSU rating is given and at most 4 GPUs share a node (assumed signal)."""
         return self.psu_w is not None and self.gpus_per_node <= 4
+
+    @property
+    def serving_engine(self) -> str:
+        """The engine the plan's figures model: ``engine`` (vllm by default) for task ``serve``, else ``static``."""
+        if self.task != "serve" or self.dev:
+            return "static"
+        return self.engine or DEFAULT_ENGINE
 
     @property
     def always_on(self) -> bool:
@@ -190,6 +204,8 @@ def from_workload(wl: Workload) -> PlanRequest:
         gpus_allow=wl.gpus_allow,
         gpus_deny=wl.gpus_deny,
         dev=wl.task == "dev",
+        engine=wl.serving.engine if wl.serving is not None else None,
+        prefix_hit_ratio=(wl.serving.prefix_hit_ratio or 0.0) if wl.serving is not None else 0.0,
     )
 
 
@@ -335,7 +351,7 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, names: dict[
         opts["task"] = "infer" if task == "dev" else task
     if "price_basis" in opts:
         check_basis(opts["price_basis"], "--price-basis")
-    for name, allowed in (("precision", _PRECISIONS), ("kv_precision", KV_PRECISIONS)):
+    for name, allowed in (("precision", _PRECISIONS), ("kv_precision", KV_PRECISIONS), ("engine", ENGINES)):
         if name in opts and opts[name] not in allowed:
             raise InputError(f"unknown {name.replace('_', ' ')} {opts[name]!r}", f"use one of {', '.join(allowed)}")
     flag = {n: f"--{n.replace('_', '-')}" for n in _POSITIVE} | (names or {})

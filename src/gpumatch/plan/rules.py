@@ -123,30 +123,42 @@ def structural(req: PlanRequest, facts: GpuFacts, cs: CandidateSet, supported: B
     return _first(checks, len(cs))
 
 
-def measured(req: PlanRequest, cs: CandidateSet, est: dict[str, Any], margin: float) -> IntArray:
-    """First failing post-estimate rule: memory (with the margin), TTFT, TPOT, tokens/s, deadline."""
+def measured(req: PlanRequest, cs: CandidateSet, est: dict[str, Any], margin: float, mode: str = "static") -> IntArray:
+    """First failing post-estimate rule: memory (with the margin), TTFT, TPOT, tokens/s, deadline.
+
+    ``mode``: ``static`` checks the static-batch figures (TTFT p50 = one prompt alone, p99 = the prefill of the
+    whole batch); for a serving engine, ``prefilter`` checks the static figures only for what the engine cannot
+    beat (memory of the whole batch, and TTFT p50 against one prompt on an idle replica, which the engine's TTFT
+    includes), and ``engine`` checks its steady state (TTFT and TPOT means against the p50 target, else the p99
+    one; tokens/s).
+    """
     usable = est["capacity_bytes"] * (1.0 - margin)
     checks: list[tuple[str, Any]] = [("memory", est["total_bytes"] > usable)]
     if "tokens_per_s" in est:
         if not req.training:
             ttft50, ttft99 = ttft_s(est, cs)
-            if req.ttft_p50_s:
-                checks.append(("ttft", ttft50 > req.ttft_p50_s))
-            if req.ttft_p99_s:
-                checks.append(("ttft", ttft99 > req.ttft_p99_s))
+            ttft_target = req.ttft_p50_s or req.ttft_p99_s
             tpot_target = req.tpot_p50_s or req.tpot_p99_s
-            if tpot_target:
+            if mode == "engine":
+                if ttft_target:
+                    checks.append(("ttft", ttft50 > ttft_target))
+            else:
+                if req.ttft_p50_s:
+                    checks.append(("ttft", ttft50 > req.ttft_p50_s))
+                if req.ttft_p99_s and mode == "static":
+                    checks.append(("ttft", ttft99 > req.ttft_p99_s))
+            if tpot_target and mode != "prefilter":
                 checks.append(("tpot", est["tpot_s"] > tpot_target))
         need = req.required_tokens_per_s
-        if need:
+        if need and mode != "prefilter":
             checks.append(("deadline" if req.training else "throughput", est["tokens_per_s"] < need))
     return _first(checks, len(cs))
 
 
 def ttft_s(est: dict[str, Any], cs: CandidateSet) -> tuple[Any, Any]:
-    """(p50, p99) time to first token: the estimator's ``ttft_s`` (one prompt's prefill on an idle replica, as
-    ``gpumatch estimate`` reports it) and the prefill of a replica's whole batch (a burst arriving together). An
-    approximation: the estimator has no queueing model."""
+    """(p50, p99) time to first token: the estimator's ``ttft_s`` (static model: one prompt's prefill on an idle
+    replica, as ``gpumatch estimate`` reports it; engine: the steady-state mean) and the prefill of a replica's
+    whole batch (a burst arriving together; the static model's p99 stand-in)."""
     return est["ttft_s"], est["prefill_s"]
 
 
@@ -207,13 +219,22 @@ def _describe_measured(name: str, req: PlanRequest, cs: CandidateSet, i: int, es
         short_text = f"{short:.1f} GiB" if short >= 0.1 else f"{short * 1024:.0f} MiB"
         return (f"needs {need:.1f} GiB per GPU, has {cap:.1f} GiB ({usable:.1f} GiB after a {margin:.0%} margin): "
                 f"short by {short_text}")
+    engine = req.serving_engine
+    steady = engine != "static" and bool(np.asarray(est.get("engine_evaluated", np.zeros(len(cs))))[i])
     if name == "ttft":
         p50, p99 = ttft_s(est, cs)
+        if steady:
+            return (f"time to first token {p50[i] * 1e3:.0f} ms ({engine} steady state, mean) > target "
+                    f"{_ms(req.ttft_p50_s or req.ttft_p99_s)}")
+        if engine != "static":
+            return (f"time to first token {p50[i] * 1e3:.0f} ms for one prompt on an idle replica (before any "
+                    f"queueing in {engine}) > target p50 {_ms(req.ttft_p50_s)}")
         return (f"time to first token {p50[i] * 1e3:.0f} ms (one prompt) / {p99[i] * 1e3:.0f} ms (whole batch) "
                 f"vs target p50 {_ms(req.ttft_p50_s)} / p99 {_ms(req.ttft_p99_s)}")
     if name == "tpot":
         target = req.tpot_p50_s or req.tpot_p99_s or 0.0
-        return f"time per output token {est['tpot_s'][i] * 1e3:.1f} ms > target {target * 1e3:.0f} ms"
+        where = f" ({engine} steady state)" if steady else ""
+        return f"time per output token {est['tpot_s'][i] * 1e3:.1f} ms{where} > target {target * 1e3:.0f} ms"
     need = req.required_tokens_per_s or 0.0
     have = est["tokens_per_s"][i]
     if name == "deadline":

@@ -51,14 +51,23 @@ WORKLOADS = {
                                           gen=256, max_gpus=16),
     "moe-mixtral-serving-3-replicas": lambda: _flags("mixtral-8x7b", task="serve", batch=32, prompt=1024, gen=256,
                                                      max_gpus=6, gpus_per_node=6),
+    "sglang-8b-prefix-cache": lambda: _flags("llama-3.1-8b", task="serve", batch=64, prompt=2048, gen=256,
+                                             max_gpus=4, engine="sglang", prefix_hit_ratio=0.5),
+    "chat-70b-static": lambda: _flags("llama-3.1-70b", task="serve", batch=32, prompt=2048, gen=256, max_gpus=8,
+                                      engine="static", ttft_p50_s="500ms", tpot_p50_s="40ms"),
 }
 
 
-def _estimate(req: PlanRequest, gpu: str, options: dict[str, Any]) -> Any:
+def _estimate(req: PlanRequest, gpu: str, options: dict[str, Any], static: bool = False) -> Any:
+    """``gpumatch estimate`` with a plan entry's options. A serving entry names the engine the plan ranked on
+    (vllm unless the workload names another); ``static`` re-runs it on the static-batch model (the pre-ranking)."""
     opts = dict(options)
     count = opts.pop("count")
     if opts.get("task") == "serve":
-        assert opts["engine"] == "static"  # the planner ranks on the static-batch model and says so
+        assert opts["engine"] == req.serving_engine
+        if static:
+            opts["engine"] = "static"
+            opts.pop("prefix_hit_ratio", None)
     return estimate(req.model, gpu, count=count, site=req.site, **opts)
 
 
@@ -113,7 +122,7 @@ def test_sampled_candidates_agree_with_estimate(name: str) -> None:
         opts = estimate_options(req, sub, j)
         gpu = specs[int(sub.gpu[j])]
         try:
-            result = _estimate(req, gpu.name, opts)
+            result = _estimate(req, gpu.name, opts, static=True)  # the static pass every candidate goes through
         except Exception as e:  # a structurally invalid candidate (TP vs heads, precision) the rules reject
             assert "gpumatch" in type(e).__module__, e
             continue
