@@ -25,15 +25,15 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec, load_catalog
-from gpumatch.catalog.prices import PriceChoice, unpriced_mark
 from gpumatch.errors import InputError
-from gpumatch.estimate import BOUNDS, DEFAULT_CALIBRATION, Calibration
-from gpumatch.estimate.intervals import estimate_intervals, where_of
+from gpumatch.estimate import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.options import SCALEUP_DOMAIN
 from gpumatch.estimate.precision import WEIGHT_PRECISIONS
 from gpumatch.estimate.vectorized import GpuTable, gpu_table
-from gpumatch.plan import explain, metrics, pricing, rules, search, served
-from gpumatch.plan.enumeration import TP_DEGREES, CandidateSet, Mitigation, enumerate_candidates
+from gpumatch.plan import explain, metrics, pricing, rejections, rules, search, served
+from gpumatch.plan.entries import add_intervals
+from gpumatch.plan.entries import entry as make_entry
+from gpumatch.plan.enumeration import TP_DEGREES, CandidateSet, enumerate_candidates
 from gpumatch.plan.request import PlanRequest, from_workload
 from gpumatch.plan.roles import (
     Role,
@@ -45,11 +45,9 @@ from gpumatch.plan.roles import (
     score,
     term_values,
 )
-from gpumatch.vocab import ADAPTER_TASKS
 from gpumatch.workload import Workload
 
 FloatArray = npt.NDArray[np.float64]
-PER_PRECISION_RULES = ("precision", "memory", "ttft", "tpot", "throughput", "deadline")
 """Rules whose outcome depends on the precision: their rejected groups are split by it."""
 
 
@@ -174,7 +172,7 @@ def plan(
     add_intervals(req, shown, cal)
     if engine:
         served.add_goodput(req, shown, {g.name: g for g in specs}, cal)
-    rejected = _rejected(req, facts, cs, code, failed, margin)
+    rejected = rejections.grouped(req, facts, cs, code, failed, margin)
     price_info = pricing.price_summary(req, prices, [i for i, ok in enumerate(facts.allowed) if ok])
     return Plan(
         request=_request_dict(req),
@@ -282,7 +280,7 @@ def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet,
             continue
         seen.add(g)
         picked.append(int(j))
-        entries.append(_entry(req, facts, sub, int(pool[j]), pm, int(j), s, terms))
+        entries.append(make_entry(req, facts, sub, int(pool[j]), pm, int(j), s, terms))
         if len(entries) > top:
             break
     for k, e in enumerate(entries[:top]):
@@ -295,7 +293,7 @@ def _rank(req: PlanRequest, role: Role, facts: rules.GpuFacts, cs: CandidateSet,
     plain = order[pool_risk[order] == 0.0]
     if not plain.size:
         return entries[:top], None, True
-    alt = _entry(req, facts, sub, int(pool[plain[0]]), pm, int(plain[0]), s, terms)
+    alt = make_entry(req, facts, sub, int(pool[plain[0]]), pm, int(plain[0]), s, terms)
     alt["why"] = explain.why(alt, 0, req).split(": ", 1)[1]
     return entries[:top], alt, True
 
@@ -342,188 +340,6 @@ def _latency(req: PlanRequest, pm: dict[str, FloatArray]) -> FloatArray:
     tokens = req.train_tokens or 1e9
     latency: FloatArray = tokens / pm["tokens_per_s"]
     return latency
-
-
-def _entry(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, i: int, pm: dict[str, FloatArray], j: int,
-           s: FloatArray, terms: dict[str, FloatArray]) -> dict[str, Any]:
-    """One shortlist entry (candidate ``i`` of ``cs``; its metrics at ``j`` of ``pm``)."""
-    g = facts.specs[int(cs.gpu[i])]
-    mit = cs.mitigations[int(cs.mit[i])]
-    layout: dict[str, Any] = {"tp": int(cs.tp[i]), "pp": int(cs.pp[i])}
-    if req.training:
-        layout.update(dp=int(cs.dp[i]), zero=int(cs.zero[i]), micro_batch=int(cs.micro[i]),
-                      grad_accum=int(cs.accum[i]))
-    else:
-        layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.micro[i]))
-    est: dict[str, Any] = {k: _f(v[j]) for k, v in pm.items() if k != "bound_index"}
-    choice = facts.prices.choices[int(cs.gpu[i])]
-    priced = est.get("usd_per_million_tokens") is not None
-    est["bound"] = BOUNDS[int(pm["bound_index"][j])]
-    one = cs.take(np.array([i]))
-    one_est = {k: np.array([v[j]]) for k, v in pm.items()}
-    entry: dict[str, Any] = {
-        "gpu": g.name, "count": int(cs.count[i]), "layout": layout,
-        "layout_text": explain.layout_text(layout, req.training),
-        "mitigations": list(mit.labels(req)), "score": round(float(s[j]), 2),
-        "terms": {t: round(float(v[j]), 4) for t, v in terms.items()},
-        "estimate": est, "bound": est["bound"],
-        "headroom_fraction": 1.0 - float(pm["total_bytes"][j] / pm["capacity_bytes"][j]),
-        "flags": rules.flags(req, facts, one, 0, one_est),
-        "cost": explain.cost_text(est, req) if priced else choice.text(),
-        "estimate_options": estimate_options(req, cs, i),
-        **price_fields(choice, priced),
-    }
-    return entry
-
-
-PLAN_INTERVAL_FIGURES = ("ttft_s", "prefill_s", "tpot_s", "step_s", "total_bytes", "tokens_per_s",
-                         "usd_per_million_tokens")
-"""The figures of a shortlisted entry that carry an interval in the plan's JSON."""
-
-
-def add_intervals(req: PlanRequest, entries: list[dict[str, Any]], cal: Calibration) -> None:
-    """Give each entry ``intervals`` {figure: [low, high]} and ``interval_basis`` for its key figures, by the rule
-    of :mod:`gpumatch.estimate.intervals` (the same as ``gpumatch estimate`` with the entry's options)."""
-    for e in entries:
-        opts, est = e["estimate_options"], e["estimate"]
-        figures = {k: float(est[k]) for k in PLAN_INTERVAL_FIGURES if est.get(k) is not None}
-        where = where_of(e["gpu"], str(opts["task"]), str(opts["precision"]), req.model.params_total,
-                         opts.get("seq"), opts.get("prompt"), opts.get("gen"), int(opts["count"]))
-        spans, why = estimate_intervals(figures, where, req.training, cal.extrapolated_error_fraction)
-        e["intervals"] = {k: list(v) for k, v in spans.items() if k in figures}
-        e["interval_basis"] = {k: why[k] for k in spans if k in figures}
-
-
-def price_fields(choice: PriceChoice, priced: bool) -> dict[str, Any]:
-    """The entry's price: ``priced`` (cost compared), ``price`` (the figure, spread and quotes of its card on the
-    plan's basis), ``price_text`` (one line) and ``unpriced`` (the mark "no on-demand quote" when its cost is
-    unknown and it was ranked without the cost term; empty when priced)."""
-    return {"priced": priced, "price": choice.to_dict(), "price_text": choice.text(),
-            "unpriced": "" if priced else unpriced_mark(choice.basis)}
-
-
-def estimate_options(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, Any]:
-    """The :func:`gpumatch.estimate.estimate` keywords (with ``count``) that evaluate candidate ``i`` alone.
-
-    ``gpumatch estimate`` with these options gives the same memory, times, tokens/s and cost as the plan entry:
-    both go through the same engine functions (the agreement is tested). Inference: ``dp`` is the replicas,
-    ``batch`` the sequences per replica and ``in_flight`` the sequences over all replicas (less than
-    ``batch × dp`` when the replicas do not divide the requests in flight).
-    """
-    mit = cs.mitigations[int(cs.mit[i])]
-    task = "qlora" if mit.qlora else req.task
-    opts: dict[str, Any] = {
-        "task": task, "count": int(cs.count[i]), "tp": int(cs.tp[i]), "pp": int(cs.pp[i]), "dp": int(cs.dp[i]),
-        "batch": int(cs.micro[i]), "precision": "nf4" if task == "qlora" else mit.precision,
-        "gpus_per_node": req.gpus_per_node, "price_basis": req.price_basis,
-    }
-    if req.training:
-        opts.update(seq=req.seq, zero=int(cs.zero[i]), micro_batches=int(cs.accum[i]), recompute=mit.recompute,
-                    optimizer=req.optimizer, master_weights=req.master_weights, offload_optimizer=mit.offload)
-        if task in ADAPTER_TASKS:
-            opts["lora_rank"] = req.lora_rank
-    else:
-        opts.update(prompt=req.prompt, gen=req.gen, in_flight=min(req.batch, int(cs.micro[i]) * int(cs.dp[i])))
-        if task == "serve":
-            opts["engine"] = req.serving_engine  # the model the plan ranked on (served.py)
-            if req.prefix_hit_ratio and req.serving_engine != "static":
-                opts["prefix_hit_ratio"] = req.prefix_hit_ratio
-        kv = mit.kv_precision or req.kv_precision
-        if kv:
-            opts["kv_precision"] = kv
-    return opts
-
-
-def _f(v: Any) -> float | None:
-    x = float(v)
-    return x if np.isfinite(x) else None
-
-
-def _rejected(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, code: npt.NDArray[np.int64],
-              est: dict[str, FloatArray], margin: float) -> list[dict[str, Any]]:
-    """One row per (GPU, count, reason, mitigation set), with the closest-to-passing example and how many
-    configurations it stands for. GPUs excluded by the workload get one row each."""
-    bad = np.flatnonzero(code > 0)
-    if not bad.size:
-        return []
-    excluded = rules.CODE["excluded"]
-    names = sorted({_prec(m) for m in cs.mitigations})
-    mkey = np.array([names.index(_prec(m)) for m in cs.mitigations])[cs.mit[bad]]
-    cnt = np.where(code[bad] == excluded, 0, cs.count[bad])
-    per_precision = np.isin(code[bad], [rules.CODE[c] for c in PER_PRECISION_RULES])
-    keys = np.stack([cs.gpu[bad], cnt, code[bad], np.where(per_precision, mkey, -1)], axis=1)
-    closeness = np.nan_to_num(est["total_bytes"][bad] / est["capacity_bytes"][bad], nan=np.inf)
-    order = np.lexsort((closeness, keys[:, 3], keys[:, 2], keys[:, 1], keys[:, 0]))
-    keys, bad_sorted = keys[order], bad[order]
-    first = np.ones(len(keys), dtype=bool)
-    first[1:] = np.any(keys[1:] != keys[:-1], axis=1)
-    starts = np.flatnonzero(first)
-    sizes = np.diff(np.append(starts, len(keys)))
-    rows = []
-    for st, size in zip(starts, sizes, strict=True):
-        i = int(bad_sorted[st])
-        c = int(code[i])
-        mit = cs.mitigations[int(cs.mit[i])]
-        rows.append({
-            "gpu": facts.specs[int(cs.gpu[i])].name,
-            "count": None if c == excluded else int(cs.count[i]),
-            "reason": rules.describe(c, req, facts, cs, i, est, margin),
-            "rule": rules.RULES[c][0],
-            "rule_title": rules.RULES[c][1],
-            "precision": _prec(mit) if rules.RULES[c][0] in PER_PRECISION_RULES else "any",
-            "example": None if c == excluded else _example(req, cs, i),
-            "configurations": int(size),
-            "shortfall_bytes": _shortfall(c, est, i, margin),
-            "miss_fraction": _miss(c, req, cs, est, i, margin),
-        })
-    return rows
-
-
-def _miss(code: int, req: PlanRequest, cs: CandidateSet, est: dict[str, FloatArray], i: int,
-          margin: float) -> float | None:
-    """How far the example is from passing its rule, as a fraction of the limit (0.1 = 10 % over the memory or
-    the latency target, or 10 % more tokens/s needed); None for yes/no rules (precision, heads, power, ...)."""
-    name = rules.RULES[code][0]
-    if name == "memory":
-        return float(est["total_bytes"][i] / (est["capacity_bytes"][i] * (1.0 - margin)) - 1.0)
-    if name == "ttft" and req.serving_engine != "static":  # engine mode: one figure (prefilter or steady state)
-        target = req.ttft_p50_s if not est["engine_evaluated"][i] else (req.ttft_p50_s or req.ttft_p99_s)
-        return float(est["ttft_p50_s"][i]) / target - 1.0 if target else None
-    if name == "ttft":
-        p50, p99 = float(est["ttft_p50_s"][i]), float(est["prefill_s"][i])
-        over = [x / t for x, t in ((p50, req.ttft_p50_s), (p99, req.ttft_p99_s)) if t]
-        return max(over) - 1.0 if over else None
-    if name == "tpot":
-        target = req.tpot_p50_s or req.tpot_p99_s
-        return float(est["tpot_s"][i]) / target - 1.0 if target else None
-    if name in ("throughput", "deadline"):
-        need, tok = req.required_tokens_per_s, float(est["tokens_per_s"][i])
-        return need / tok - 1.0 if need and tok > 0 else None
-    return None
-
-
-def _shortfall(code: int, est: dict[str, FloatArray], i: int, margin: float) -> float | None:
-    """Bytes per GPU beyond the usable memory (capacity less the margin), for memory rejections."""
-    if rules.RULES[code][0] != "memory":
-        return None
-    return float(est["total_bytes"][i] - est["capacity_bytes"][i] * (1.0 - margin))
-
-
-def _prec(m: Mitigation) -> str:
-    return "nf4 (QLoRA)" if m.qlora else m.precision
-
-
-def _example(req: PlanRequest, cs: CandidateSet, i: int) -> str:
-    mit = cs.mitigations[int(cs.mit[i])]
-    layout: dict[str, Any] = {"tp": int(cs.tp[i]), "pp": int(cs.pp[i])}
-    if req.training:
-        layout.update(dp=int(cs.dp[i]), zero=int(cs.zero[i]), micro_batch=int(cs.micro[i]),
-                      grad_accum=int(cs.accum[i]))
-    else:
-        layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.micro[i]))
-    text = explain.layout_text(layout, req.training)
-    labels = mit.labels(req)
-    return text + (f" + {', '.join(labels)}" if labels else "")
 
 
 def _request_dict(req: PlanRequest) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from gpumatch.estimate import DEFAULT_CALIBRATION, estimate
 from gpumatch.models import get_model
 from gpumatch.plan import PlanRequest, from_workload, plan
 from gpumatch.plan import metrics as plan_metrics
+from gpumatch.plan.entries import estimate_options
 from gpumatch.plan.enumeration import enumerate_candidates
-from gpumatch.plan.planner import _table, estimate_options
+from gpumatch.plan.planner import _table
 from gpumatch.plan.pricing import plan_prices
 from gpumatch.plan.request import with_options
 from gpumatch.workload import load_workload
