@@ -21,17 +21,24 @@ from gpumatch.vocab import ADAPTER_TASKS
 FloatArray = npt.NDArray[np.float64]
 
 
-def entry(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, i: int, pm: dict[str, FloatArray], j: int,
-           s: FloatArray, terms: dict[str, FloatArray]) -> dict[str, Any]:
-    """One shortlist entry (candidate ``i`` of ``cs``; its metrics at ``j`` of ``pm``)."""
-    g = facts.specs[int(cs.gpu[i])]
-    mit = cs.mitigations[int(cs.mit[i])]
+def layout_of(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, Any]:
+    """Candidate ``i``'s layout as the plan shows it: TP and PP, then DP, ZeRO, micro-batch and gradient
+    accumulation (training) or replicas and sequences per replica (inference)."""
     layout: dict[str, Any] = {"tp": int(cs.tp[i]), "pp": int(cs.pp[i])}
     if req.training:
         layout.update(dp=int(cs.dp[i]), zero=int(cs.zero[i]), micro_batch=int(cs.micro[i]),
                       grad_accum=int(cs.accum[i]))
     else:
         layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.micro[i]))
+    return layout
+
+
+def entry(req: PlanRequest, facts: rules.GpuFacts, cs: CandidateSet, i: int, pm: dict[str, FloatArray], j: int,
+           s: FloatArray, terms: dict[str, FloatArray]) -> dict[str, Any]:
+    """One shortlist entry (candidate ``i`` of ``cs``; its metrics at ``j`` of ``pm``)."""
+    g = facts.specs[int(cs.gpu[i])]
+    mit = cs.mitigations[int(cs.mit[i])]
+    layout = layout_of(req, cs, i)
     est: dict[str, Any] = {k: _f(v[j]) for k, v in pm.items() if k != "bound_index"}
     choice = facts.prices.choices[int(cs.gpu[i])]
     priced = est.get("usd_per_million_tokens") is not None

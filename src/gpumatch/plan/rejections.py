@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.plan import explain, rules
+from gpumatch.plan.entries import layout_of
 from gpumatch.plan.enumeration import CandidateSet, Mitigation
 from gpumatch.plan.request import PlanRequest
 
@@ -96,12 +97,7 @@ def _prec(m: Mitigation) -> str:
 
 def _example(req: PlanRequest, cs: CandidateSet, i: int) -> str:
     mit = cs.mitigations[int(cs.mit[i])]
-    layout: dict[str, Any] = {"tp": int(cs.tp[i]), "pp": int(cs.pp[i])}
-    if req.training:
-        layout.update(dp=int(cs.dp[i]), zero=int(cs.zero[i]), micro_batch=int(cs.micro[i]),
-                      grad_accum=int(cs.accum[i]))
-    else:
-        layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.micro[i]))
+    layout = layout_of(req, cs, i)
     text = explain.layout_text(layout, req.training)
     labels = mit.labels(req)
     return text + (f" + {', '.join(labels)}" if labels else "")
