@@ -65,11 +65,14 @@ Four rules, the first that applies:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from gpumatch.catalog.schema import GpuFile
 from gpumatch.units import MIB
+
+R = TypeVar("R", bound=tuple[Any, ...])
 
 Rule = Literal["process", "driver-reserved", "driver-fitted", "datasheet"]
 RULE_TEXT: dict[str, str] = {
@@ -204,30 +207,30 @@ def ecc_on_by_default(facts: MemoryFacts) -> bool:
     return facts.ecc and facts.segment == "datacenter"
 
 
-def reserve_for(vendor: str, family: str, architecture: str) -> tuple[float, int, str]:
-    """(fraction, flat MiB, basis) of the DRAM-to-driver-total reserve; unknown architectures take the
-    vendor's largest."""
+def _nearest(table: Mapping[tuple[str, str, str], R], vendor: str, family: str,
+             architecture: str) -> tuple[R, bool]:
+    """(entry, exact) of a reserve table for a card: its own (vendor, memory family, architecture or "*") entry,
+    else the largest of its vendor and memory family, else of its vendor, else of all (compared on the figures,
+    the basis text last in each entry left out)."""
     for arch in (architecture, "*"):
-        if (vendor, family, arch) in DRIVER_RESERVES:
-            return DRIVER_RESERVES[(vendor, family, arch)]
-    same = [v for (ven, fam, _), v in DRIVER_RESERVES.items() if ven == vendor and fam == family]
+        if (vendor, family, arch) in table:
+            return table[(vendor, family, arch)], True
+    same = [v for (ven, fam, _), v in table.items() if ven == vendor and fam == family]
     if not same:
-        same = [v for (ven, _, _), v in DRIVER_RESERVES.items() if ven == vendor] or list(DRIVER_RESERVES.values())
-    worst = max(same, key=lambda v: (v[0], v[1]))
-    return worst[0], worst[1], f"no reading for {architecture}: the largest {vendor} reserve ({worst[2]})"
+        same = [v for (ven, _, _), v in table.items() if ven == vendor] or list(table.values())
+    return max(same, key=lambda v: v[:-1]), False
+
+
+def reserve_for(vendor: str, family: str, architecture: str) -> tuple[float, int, str]:
+    """(fraction, flat MiB, basis) of the DRAM-to-driver-total reserve (:func:`_nearest`)."""
+    (fraction, flat, basis), exact = _nearest(DRIVER_RESERVES, vendor, family, architecture)
+    return fraction, flat, basis if exact else f"no reading for {architecture}: the largest {vendor} reserve ({basis})"
 
 
 def process_reserve_for(vendor: str, family: str, architecture: str) -> tuple[int, str]:
-    """(MiB, basis) of the driver-total-to-process reserve; unknown architectures take the largest of the
-    vendor and memory family (else of the vendor, else of all)."""
-    for arch in (architecture, "*"):
-        if (vendor, family, arch) in PROCESS_RESERVES:
-            return PROCESS_RESERVES[(vendor, family, arch)]
-    same = [v for (ven, fam, _), v in PROCESS_RESERVES.items() if ven == vendor and fam == family]
-    if not same:
-        same = [v for (ven, _, _), v in PROCESS_RESERVES.items() if ven == vendor] or list(PROCESS_RESERVES.values())
-    worst = max(same, key=lambda v: v[0])
-    return worst[0], f"no reading for {architecture}: the largest {vendor} process reserve ({worst[1]})"
+    """(MiB, basis) of the driver-total-to-process reserve (:func:`_nearest`)."""
+    (mib, basis), exact = _nearest(PROCESS_RESERVES, vendor, family, architecture)
+    return mib, basis if exact else f"no reading for {architecture}: the largest {vendor} process reserve ({basis})"
 
 
 def usable_memory(facts: MemoryFacts) -> UsableMemory:
