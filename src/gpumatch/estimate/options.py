@@ -30,6 +30,7 @@ from gpumatch.estimate.precision import (
     bytes_per_element,
     compute_path,
 )
+from gpumatch.estimate.replay import MAX_NUM_PROMPTS
 from gpumatch.models.arch import ModelArch
 from gpumatch.vocab import (
     ADAPTER_TASKS,
@@ -89,6 +90,13 @@ class Request:
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
     """Task ``serve``: targets for goodput (the highest request rate meeting both)."""
+    num_prompts: int | None = None
+    """Task ``serve``, closed loop: requests of the benchmark replayed pass by pass
+    (:mod:`gpumatch.estimate.replay`, first burst and convoys included); None = 10 × the requests in flight (the
+    published sweeps' setting); 0 = the long-run steady state (what the planner ranks)."""
+    length_low: float = 1.0
+    """Task ``serve``, replay: prompt and output lengths drawn uniformly in ``[length_low × L, L]`` (1 = fixed,
+    as ``vllm bench serve`` by default; 0.8 as InferenceX's ``--random-range-ratio``)."""
     warnings: tuple[str, ...] = field(default=())
 
     @property
@@ -152,6 +160,7 @@ def validate(arch: ModelArch, req: Request) -> None:
             raise InputError(f"{name.replace('_', '-')} must be a positive finite number, got {value}")
     if not 0.0 <= req.prefix_hit_ratio < 1.0:
         raise InputError(f"prefix-cache hit ratio must be in [0, 1), got {req.prefix_hit_ratio}")
+    _check_replay(req)
     if req.prefill_chunk < 0:
         raise InputError(f"prefill chunk must be >= 0 tokens (0 = whole batch), got {req.prefill_chunk}")
     if req.zero not in (0, 1, 2, 3):
@@ -288,3 +297,17 @@ def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple
         **precision_numbers(req),
     )
     return case, tuple(warnings)
+
+
+def _check_replay(req: Request) -> None:
+    """A replayed benchmark needs a serving engine in closed loop, a count in range and a length fraction."""
+    asked = req.num_prompts is not None or req.length_low != 1.0
+    if asked and (req.serving_engine == "static" or req.request_rate is not None):
+        raise InputError("--num-prompts and --length-low replay a closed-loop benchmark of a serving engine",
+                         "use --task serve without --request-rate (engine vllm, sglang or trtllm)")
+    if req.num_prompts is not None and not 0 <= req.num_prompts <= MAX_NUM_PROMPTS:
+        raise InputError(f"--num-prompts must be 0 (steady state) to {MAX_NUM_PROMPTS}, got {req.num_prompts}")
+    if not 0.0 < req.length_low <= 1.0:
+        raise InputError(f"--length-low must be in (0, 1], got {req.length_low}",
+                         "1 = fixed lengths; 0.8 draws each length in [0.8 L, L]")
+

@@ -48,6 +48,8 @@ class EstimateQuery:
     run_tokens: str | None = None
     calibration: str | None = None
     curve: bool = False
+    num_prompts: int | None = None
+    length_low: float | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,8 @@ def estimate_options(work: WorkRequest, query: EstimateQuery) -> dict[str, Any]:
     layout = {"tp": query.tp, "pp": query.pp, "dp": query.dp, "zero": query.zero, "recompute": query.recompute,
               "micro_batches": query.micro_batches, "offload_optimizer": query.offload_optimizer or None}
     opts.update({k: v for k, v in layout.items() if v is not None})
+    replay = {"num_prompts": query.num_prompts, "length_low": query.length_low}
+    opts.update({k: v for k, v in replay.items() if v is not None})
     opts.update(_batch_options(work, query))
     return opts
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gpumatch.estimate import serving
+from gpumatch.estimate import replay, serving
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import Case, ModelNums
 from gpumatch.estimate.engine import evaluate, in_flight_sequences, replica_case, scaling
@@ -22,10 +22,12 @@ from gpumatch.estimate.power import Site
 def engine_state(
     m: ModelNums, case: Case, cal: Calibration, engine: str, gpu_name: str, *, request_rate: float | None = None,
     prefix_hit_ratio: float = 0.0, targets: tuple[float | None, float | None] = (None, None),
+    bench: replay.Benchmark | None = None,
 ) -> tuple[serving.Serving | None, Case, str]:
     """The engine's steady state of ``case`` (scalar; ``request_rate`` over all replicas; None for ``static``),
     the case whose memory and power it runs (the requests admitted per replica; the rest wait in the queue,
-    holding no KV cache) and a note. When the engine's memory share cannot hold one sequence, the static model's
+    holding no KV cache) and a note. ``bench`` (closed loop): the benchmark replayed over all replicas, each
+    replica taking its share of the prompts. When the engine's memory share cannot hold one sequence, the static model's
     memory check reports the shortfall (state None, a note says so)."""
     if engine == "static":
         return None, case, ""
@@ -33,8 +35,10 @@ def engine_state(
     per_replica = float(in_flight_sequences(case)) / dp
     rate = None if request_rate is None else request_rate / dp
     try:
+        share = None if bench is None else replace(bench, num_prompts=math.ceil(bench.num_prompts / dp))
         sv = serving.steady_state(m, replica_case(case), cal, engine, gpu_name, concurrency=per_replica,
-                                  request_rate=rate, prefix_hit_ratio=prefix_hit_ratio, targets=targets)
+                                  request_rate=rate, prefix_hit_ratio=prefix_hit_ratio, targets=targets,
+                                  bench=share)
     except serving.NoRoom as e:
         return None, case, f"{e}: estimated with the static-batch model"
     held = sv.running if rate is not None else min(sv.running, per_replica)  # open loop: as many as the rate holds
@@ -43,6 +47,14 @@ def engine_state(
         f"--request-rate {request_rate:g}/s is at or above what {sv.engine} serves "
         f"({sv.saturated_requests_per_s * dp:.3g} requests/s): the queue grows without bound (TTFT has no mean)")
     return sv, replace(case, batch=running, in_flight=running * dp), note
+
+
+def benchmark_of(num_prompts: int | None, length_low: float, case: Case) -> replay.Benchmark:
+    """The closed-loop benchmark an estimate replays: ``num_prompts`` requests (None: 10 × the requests in flight
+    over all replicas, as published sweeps run; 0: none, the steady state) of lengths in
+    ``[length_low × L, L]``."""
+    n = 10 * int(in_flight_sequences(case)) if num_prompts is None else num_prompts
+    return replay.Benchmark(num_prompts=n, length_low=length_low)
 
 
 def apply_engine(out: dict[str, Any], sv: serving.Serving | None, run_case: Case, case: Case, site: Site) -> None:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpumatch.errors import InputError
-from gpumatch.estimate import cost, flops, memory, roofline
+from gpumatch.estimate import cost, flops, memory, replay, roofline
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import Case, ModelNums
 from gpumatch.estimate.engine import memory_items
@@ -153,6 +153,11 @@ class Serving:
     iterations: int
     stable: bool = True
     goodput_requests_per_s: float | None = None
+    benchmark: replay.Replay | None = None
+    """The closed-loop benchmark replayed pass by pass (:mod:`gpumatch.estimate.replay`) whose means the
+    latency and rate fields hold; None: the fields are the long-run steady state."""
+    steady_ttft_s: float | None = None
+    steady_tpot_s: float | None = None
 
     def assumptions(self, dp: float) -> dict[str, Any]:
         """The JSON ``serving`` object: what the figures assume (rates over all ``dp`` replicas)."""
@@ -173,6 +178,9 @@ class Serving:
             "saturated_requests_per_s": clean(self.saturated_requests_per_s * dp),
             "goodput_requests_per_s": None if self.goodput_requests_per_s is None
             else self.goodput_requests_per_s * dp, "stable": self.stable, "iterations": self.iterations,
+            "model": "steady-state" if self.benchmark is None else "benchmark-replay",
+            "steady_state_ttft_s": self.steady_ttft_s, "steady_state_tpot_s": self.steady_tpot_s,
+            "replay": None if self.benchmark is None else self.benchmark.summary(),
         }  # fmt: skip
 
 
@@ -322,8 +330,11 @@ def steady_state(
     request_rate: float | None = None,
     prefix_hit_ratio: float = 0.0,
     targets: tuple[float | None, float | None] = (None, None),
+    bench: replay.Benchmark | None = None,
 ) -> Serving:
-    """The steady state of one replica ``c`` (``dp = 1``) of ``engine`` (module docstring).
+    """The steady state of one replica ``c`` (``dp = 1``) of ``engine`` (module docstring); in closed loop with
+    ``bench`` (``num_prompts`` > 0) the latencies and rates are those of that benchmark replayed pass by pass
+    (:func:`replayed`), the steady state kept beside them.
 
     ``concurrency``: requests in flight per replica (closed loop), or the most the engine may hold in flight in
     open loop; ``request_rate`` per replica (open loop, Poisson) or None; ``targets``: (TTFT, TPOT) in seconds
@@ -362,7 +373,7 @@ def steady_state(
         running = min(lam * (ttft + o1 * tau), float(cap_n))
         det["prefill_limited"] = 0.0
     goodput = _goodput(k, budget, sat_lam, targets) if any(t is not None for t in targets) else None
-    return Serving(
+    sv = Serving(
         engine=engine, schedule=profile.schedule, token_budget=budget, max_seqs=float(tier.max_seqs),
         kv_slots=slots, kv_pool_bytes=pool, kv_bytes_per_seq=kv_per_seq(m, c, profile, prompt, gen),
         running=running, concurrency=concurrency, request_rate=request_rate,
@@ -373,6 +384,34 @@ def steady_state(
         prefill_limited=bool(det.get("prefill_limited", 0.0)), prefix_hit_ratio=prefix_hit_ratio, iterations=it,
         stable=stable, goodput_requests_per_s=goodput,
     )  # fmt: skip
+    if request_rate is None and bench is not None and bench.num_prompts > 0:
+        return replayed(sv, m, c, cal, tier, profile, bench, prefix_hit_ratio)
+    return sv
+
+
+def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, profile: EngineProfile,
+             bench: replay.Benchmark, prefix_hit_ratio: float) -> Serving:
+    """``sv`` with its latencies and rates replaced by those of ``bench`` replayed through ``sv.concurrency``
+    clients (:mod:`gpumatch.estimate.replay`) under the same engine rules and KV pool; the steady state's TTFT
+    and TPOT are kept beside them. A prefix-cache hit ratio shortens every computed prompt by that share."""
+    clients = max(1, round(sv.concurrency))
+    prompt = float(c.prompt) * (1.0 - prefix_hit_ratio)
+    per_token = float(memory.kv_cache_bytes(m, replace(c, batch=1.0), 1.0e6)) / 1.0e6
+    sched = replay.Scheduler(
+        schedule=profile.schedule, token_budget=float(tier.token_budget),
+        max_seqs=float(tier.max_seqs) if tier.max_seqs else math.inf,
+        kv_tokens=math.floor(sv.kv_pool_bytes / per_token) if per_token > 0 else math.inf,
+        reserve=profile.kv_admission == "reserve", host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s)
+    running = int(min(clients, sched.max_seqs, max(sv.kv_slots, 1.0)))
+    k = replay.costs(m, c, cal, max(running, clients), prompt + float(c.gen) + 1.0)
+    try:
+        r = replay.run(k, sched, clients, bench, prompt, float(c.gen))
+    except replay.Stalled:
+        return sv
+    return replace(sv, ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.e2e_s, requests_per_s=r.requests_per_s,
+                   mean_decode_batch=r.mean_decode_batch, running=r.mean_running, pass_s=r.mean_pass_s,
+                   prefill_tokens_per_pass=r.prefill_tokens_per_pass, benchmark=r, steady_ttft_s=sv.ttft_s,
+                   steady_tpot_s=sv.tpot_s)
 
 
 def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | None, float | None]) -> float:
@@ -415,7 +454,7 @@ def serving_metrics(out: dict[str, float], sv: Serving, dp: float, gen: float, s
     steady state replaces: latencies, rates over all ``dp`` replicas, and the per-token energy and cost that
     follow from the rate (the GPUs draw the decode power of the running batch)."""
     rate = sv.requests_per_s * dp
-    tok_s = rate * gen
+    tok_s = rate * gen if sv.benchmark is None else sv.benchmark.output_tokens_per_s * dp
     count = out["count"]
     energy = out["power_w"] * count / tok_s if tok_s > 0 else math.inf
     return {

@@ -110,6 +110,8 @@ def estimate_options(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, An
         opts.update(prompt=req.prompt, gen=req.gen, in_flight=min(req.batch, int(cs.micro[i]) * int(cs.dp[i])))
         if task == "serve":
             opts["engine"] = req.serving_engine  # the model the plan ranked on (served.py)
+            if req.serving_engine != "static":
+                opts["num_prompts"] = 0  # the long-run steady state, not a benchmark's first burst
             if req.prefix_hit_ratio and req.serving_engine != "static":
                 opts["prefix_hit_ratio"] = req.prefix_hit_ratio
         kv = mit.kv_precision or req.kv_precision

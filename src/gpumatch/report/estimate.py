@@ -102,13 +102,26 @@ def _throughput_rows(d: dict[str, Any]) -> dict[str, str]:
 
 def _engine_line(sv: dict[str, Any]) -> str:
     """The serving engine and the steady state it settles in (the JSON ``serving`` object, in one line)."""
-    mode = (f"closed loop, {sv['concurrency_per_replica']:g} in flight per replica" if sv["mode"] == "closed-loop"
-            else f"open loop, {sv['request_rate_per_s']:g} requests/s")
+    rp = sv.get("replay")
+    mode = (f"open loop, {sv['request_rate_per_s']:g} requests/s" if sv["mode"] != "closed-loop"
+            else f"closed loop, {sv['concurrency_per_replica']:g} in flight per replica" if rp is None
+            else f"benchmark of {rp['num_prompts']} requests per replica, {sv['concurrency_per_replica']:g} in "
+                 f"flight, replayed pass by pass")
     limits = [w for w, on in (("KV/sequence cap admits fewer: queueing", sv["admission_limited"]),
                               ("prefill-bound", sv["prefill_limited"]), ("unstable", not sv["stable"])) if on]
     return (f"{sv['engine']} ({mode}; running decode batch {sv['mean_decode_batch']:.1f}, "
             f"{sv['prefill_tokens_per_pass']:.0f} prompt tokens/pass of a {sv['token_budget']} budget"
             + (f"; {', '.join(limits)}" if limits else "") + ")")
+
+
+def _ttft_basis(sv: dict[str, Any], secs: Callable[[Any], str]) -> str:
+    """What the serving TTFT is: the replayed benchmark's mean (its first burst and p99 named) or the steady
+    state's."""
+    rp = sv.get("replay")
+    if rp is None:
+        return "mean, at steady state: pass in flight, own prefill, queueing"
+    return (f"mean of the benchmark; p50 {secs(rp['ttft_p50_s'])}, p99 {secs(rp['ttft_p99_s'])}, first "
+            f"burst {secs(rp['first_wave_ttft_s'])}; steady state {secs(sv['steady_state_ttft_s'])}")
 
 
 def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
@@ -122,8 +135,7 @@ def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
     engine = sv.get("engine")
     if engine is not None and engine != "static":
         view["engine"] = _engine_line(sv)
-        view["ttft_s"] = (f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} (mean, at steady state: pass in flight, "
-                          "own prefill, queueing)")
+        view["ttft_s"] = f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} ({_ttft_basis(sv, secs)})"
         view["requests_per_s"] = f"{_num(d['requests_per_s'])} requests/s"
     elif d.get("ttft_s") is not None:
         if engine == "static":

@@ -39,7 +39,7 @@ def test_static_engine_keeps_the_static_batch_numbers() -> None:
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_closed_loop_steady_state(engine: str) -> None:
-    runs = [estimate("llama-3.1-8b", "H100 SXM", batch=c, engine=engine, **SERVE) for c in (1, 8, 64)]
+    runs = [estimate("llama-3.1-8b", "H100 SXM", batch=c, engine=engine, num_prompts=0, **SERVE) for c in (1, 8, 64)]
     tpot = [r.metrics["tpot_s"] for r in runs]
     ttft = [r.metrics["ttft_s"] for r in runs]
     assert tpot[0] < tpot[1] < tpot[2] and ttft[0] < ttft[2]
@@ -124,7 +124,8 @@ def test_cli_engine_flag_and_json_surface() -> None:
     table = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve",
                                      "--concurrency", "32"])
     flat = " ".join(table.stdout.split())
-    assert "vllm (closed loop" in flat and "requests/s" in flat and "tpot_s" in flat
+    assert "vllm (benchmark of 320 requests" in flat and "requests/s" in flat and "tpot_s" in flat
+    assert "steady state" in flat and "p99" in flat
 
 
 def test_workload_serving_section_sets_the_engine(tmp_path: Path) -> None:

@@ -1,0 +1,365 @@
+"""A closed-loop serving benchmark replayed pass by pass: N requests through C clients on one engine replica.
+
+What ``vllm bench serve --max-concurrency C --num-prompts N`` (and InferenceX, SGLang's ``bench_serving``,
+AIPerf's concurrency mode) measures is not the long-run steady state of :mod:`gpumatch.estimate.serving`: the C
+first requests arrive together at t = 0 (a *first burst* whose prompts queue behind each other for the token
+budget), with fixed or narrowly spread lengths the requests finish and are replaced in *waves* (convoys), and the
+table's figures are means over the N requests, first burst included (``docs/estimators.md``, "Benchmark
+replay"). Peers simulate this step by step (Vidur's replica schedulers, LLMServingSim's copy of vLLM V1's
+scheduler; ``../shared/notes/serving-engines.md`` section 4); this module does the same with gpumatch's own
+per-pass costs.
+
+Scheduler per engine profile (``data/engines.toml``):
+
+- ``mixed`` (vLLM V1, TensorRT-LLM in-flight batching): each pass takes the running decodes first (one token
+  each), then prompt chunks of the running requests still in prefill, then waiting requests first come first
+  served, until the token budget or the sequence cap is reached;
+- ``alternate`` (SGLang): a pass is either a prefill pass (prompt chunks up to the budget; decodes wait) when a
+  prompt waits and can be admitted, or a decode pass of every running request;
+- KV admission ``on-demand`` (vLLM, SGLang): blocks are taken as tokens are computed; when a decode finds no
+  room the newest running request is preempted and recomputed later (vLLM V1's ``RECOMPUTE``); ``reserve``
+  (TensorRT-LLM ``GUARANTEED_NO_EVICT``): a request is admitted only when its prompt + output fit.
+
+Pass time: ``D(B, ctx) + Σ [M(s + t) − M(s)] + host(seqs)``: ``D`` the decode step of the ``B`` decoding
+requests at their mean context (:func:`gpumatch.estimate.roofline.decode_step`, a table over B and context),
+``M(x)`` the marginal cost of a prompt's first ``x`` tokens riding on a pass that already reads the weights
+(:func:`gpumatch.estimate.roofline.prefill` of ``x`` tokens less that of one token; causal attention makes a
+chunk starting at ``s`` cost ``M(s + t) − M(s)``), ``host`` the engine's per-pass CPU cost. A pass without
+decodes (the first burst, SGLang's prefill passes) pays the one-token prefill ``M0`` for the weights instead of
+``D``. A request's first token comes at the end of the pass that computes its last prompt chunk; then one token
+per pass it takes part in. Decode-only stretches between events (a request finishing, the KV cache filling) are
+advanced in one step at the stretch's mean context, so the cost is linear in the number of requests, not passes.
+
+Lengths: each request's prompt and output length are drawn uniformly from the integers in ``[r L, L]`` (``r`` =
+``length_low``; 1 = fixed lengths), the nominal ``L`` and ``r`` as SGLang's and InferenceX's
+``--random-range-ratio`` define them, from a seeded generator (the same request list for every run), with every
+output forced to its length (``--ignore-eos``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpumatch.estimate import roofline
+from gpumatch.estimate.calibration import Calibration
+from gpumatch.estimate.case import Case, ModelNums
+
+MAX_NUM_PROMPTS = 100_000
+"""Requests one replay may hold (time and memory grow linearly with it: about 0.1 ms per request)."""
+CONTEXT_POINTS = 12
+"""Context points of the decode-step table (linear interpolation between them)."""
+PREFILL_POINTS = 64
+"""Prompt-length points of the marginal prefill table (geometric; linear interpolation between them)."""
+SEED = 20261204
+"""Seed of the request lengths (fixed: every replay of the same settings draws the same requests)."""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A closed-loop benchmark: ``num_prompts`` requests, lengths uniform in ``[length_low · L, L]``."""
+
+    num_prompts: int
+    length_low: float = 1.0
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """The engine's scheduling rules the replay follows (from its profile and tier)."""
+
+    schedule: str
+    """``mixed`` or ``alternate`` (module docstring)."""
+    token_budget: float
+    """Tokens one pass computes at most (``max_num_batched_tokens``, ``chunked_prefill_size``)."""
+    max_seqs: float
+    """Requests running at once at most (``inf``: only the KV cache limits them)."""
+    kv_tokens: float
+    """Tokens the KV pool of one replica holds."""
+    reserve: bool
+    """True: admit only when prompt + output fit (no preemption); False: on-demand blocks, preempt on overflow."""
+    host_pass_s: float
+    host_seq_s: float
+
+
+@dataclass
+class _Req:
+    """One request in flight (mutable state of the replay)."""
+
+    idx: int
+    prompt: int
+    out: int
+    arrive: float
+    todo: int
+    """Prompt tokens still to compute (the prompt, or prompt + generated after a preemption)."""
+    kv: int = 0
+    """Tokens in its KV cache."""
+    made: int = 0
+    """Output tokens produced."""
+    first: float = math.nan
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The benchmark's figures as it reports them (means over the requests) and what the engine did."""
+
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    first_wave_ttft_s: float
+    """Mean TTFT of the first ``C`` requests (the burst at t = 0)."""
+    duration_s: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    passes: int
+    mean_pass_s: float
+    mean_decode_batch: float
+    """Decoding requests per pass, time-weighted."""
+    mean_running: float
+    """Requests admitted (holding KV), time-weighted."""
+    prefill_tokens_per_pass: float
+    preemptions: int
+    num_prompts: int
+    length_low: float
+    mean_prompt: float
+    mean_gen: float
+
+    def summary(self) -> dict[str, float | int]:
+        """The JSON ``serving.replay`` object."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class _Costs:
+    """Per-pass costs of one replica: the decode table over (batch, context) and the marginal prefill curve."""
+
+    decode_table: np.ndarray
+    """Seconds, shape (batches, contexts): row ``b - 1`` is a decode step of ``b`` requests."""
+    contexts: np.ndarray
+    prefill_x: np.ndarray
+    prefill_m: np.ndarray
+    prefill_fixed_s: float
+    micro_batches: Callable[[float], float]
+
+    def decode(self, batch: int, context: float) -> float:
+        """One decode step of ``batch`` requests at a mean ``context`` (linear in context between points)."""
+        row = self.decode_table[min(batch, self.decode_table.shape[0]) - 1]
+        scale = batch / min(batch, self.decode_table.shape[0])  # beyond the table: proportional (never reached)
+        step: float = float(np.interp(context, self.contexts, row)) * scale
+        return step
+
+    def chunk(self, start: float, tokens: float) -> float:
+        """Marginal cost of prompt tokens ``[start, start + tokens)`` of one request."""
+        lo, hi = np.interp([start, start + tokens], self.prefill_x, self.prefill_m)
+        return float(hi - lo)
+
+
+def costs(m: ModelNums, c: Case, cal: Calibration, max_batch: int, max_context: float) -> _Costs:
+    """The cost tables of replica ``c`` for decode batches up to ``max_batch`` and contexts up to
+    ``max_context`` tokens (one vectorized evaluation each)."""
+    batches = np.arange(1, max_batch + 1, dtype=float)[:, None]
+    contexts = np.linspace(1.0, max(max_context, 2.0), CONTEXT_POINTS)
+    table = np.broadcast_to(roofline.decode_step(m, replace(c, batch=batches), contexts[None, :], cal)["time_s"],
+                            (max_batch, CONTEXT_POINTS))
+    xs = np.unique(np.concatenate(([1.0], np.geomspace(1.0, max(max_context, 2.0), PREFILL_POINTS))))
+    full = np.broadcast_to(roofline.prefill(m, replace(c, prompt=xs), cal, batch=1.0)["time_s"], xs.shape)
+    fixed = float(full[0])
+    marginal = np.concatenate(([0.0], np.maximum(full - fixed, 0.0)))
+    x = np.concatenate(([0.0], xs))
+
+    def micro_batches(seqs: float) -> float:
+        return float(np.max(roofline.pipeline_micro_batches(c, seqs)))
+
+    return _Costs(np.array(table, dtype=float), contexts, x, np.maximum.accumulate(marginal), fixed, micro_batches)
+
+
+def request_lengths(prompt: float, gen: float, bench: Benchmark) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt, output) lengths of the ``num_prompts`` requests (module docstring: uniform in ``[r L, L]``)."""
+    rng = np.random.default_rng(SEED)
+
+    def draw(length: float) -> np.ndarray:
+        hi = max(round(length), 1)
+        lo = max(min(math.ceil(bench.length_low * hi), hi), 1)
+        return rng.integers(lo, hi + 1, size=bench.num_prompts)
+
+    return draw(prompt), draw(gen)
+
+
+class Stalled(Exception):
+    """The KV pool cannot hold the longest request's prompt and output: the replay could not finish it."""
+
+
+def run(k: _Costs, s: Scheduler, clients: int, bench: Benchmark, prompt: float, gen: float) -> Replay:
+    """Replay ``bench`` through ``clients`` closed-loop clients (module docstring)."""
+    prompts, outs = request_lengths(prompt, gen, bench)
+    longest = int(np.max(prompts + outs))
+    if longest > s.kv_tokens:
+        raise Stalled(f"the KV pool holds {s.kv_tokens:.0f} tokens, less than one request of {longest}")
+    loop = _Loop(k, s, clients, prompts, outs)
+    while loop.done < loop.n:
+        loop.step()
+    return replace(loop.result(), length_low=bench.length_low)
+
+
+class _Loop:
+    """The replay's state: time, the waiting queue, the running requests and what was recorded."""
+
+    def __init__(self, k: _Costs, s: Scheduler, clients: int, prompts: np.ndarray, outs: np.ndarray) -> None:
+        self.k, self.s = k, s
+        self.n = len(prompts)
+        self.clients = min(clients, self.n)
+        self.prompts, self.outs = prompts, outs
+        self.t = 0.0
+        self.sent = 0
+        self.waiting: deque[_Req] = deque()
+        self.running: list[_Req] = []
+        self.kv_used = 0
+        self.reserved = 0
+        self.ttft = np.full(self.n, np.nan)
+        self.tpot = np.full(self.n, np.nan)
+        self.e2e = np.full(self.n, np.nan)
+        self.passes = 0
+        self.preemptions = 0
+        self.decode_time = 0.0  # Σ pass time × decoding requests
+        self.running_time = 0.0  # Σ pass time × running requests
+        self.prefill_tokens = 0
+        self.done = 0
+        for _ in range(self.clients):
+            self._send()
+
+    def _send(self) -> None:
+        i = self.sent
+        self.waiting.append(_Req(i, int(self.prompts[i]), int(self.outs[i]), self.t, int(self.prompts[i])))
+        self.sent += 1
+
+    def step(self) -> None:
+        """One pass with prompt chunks, or a stretch of decode-only passes up to the next event."""
+        if self.s.schedule == "alternate" and self._prefill_ready():
+            chunks = self._chunks(0)
+            if chunks:
+                self._pass([], chunks, 1)
+                return
+        decoders = self._decoders_with_room()
+        chunks = self._chunks(len(decoders)) if self.s.schedule == "mixed" else []
+        if chunks:
+            self._pass(decoders, chunks, 1)
+            return
+        if not decoders:
+            raise Stalled("no request can run")  # unreachable when the longest request fits the pool
+        steps = min(r.out - r.made for r in decoders)
+        if not self.s.reserve:
+            steps = min(steps, int(self.s.kv_tokens - self.kv_used) // len(decoders))
+        self._pass(decoders, [], max(steps, 1))
+
+    def _prefill_ready(self) -> bool:
+        """SGLang runs a prefill pass when a prompt is mid-prefill or a waiting one can be admitted."""
+        return any(r.todo > 0 for r in self.running) or (bool(self.waiting) and self._admits(self.waiting[0]))
+
+    def _admits(self, r: _Req) -> bool:
+        if len(self.running) >= self.s.max_seqs:
+            return False
+        if self.s.reserve:
+            return self.reserved + r.prompt + r.out <= self.s.kv_tokens
+        return self.kv_used < self.s.kv_tokens
+
+    def _decoders_with_room(self) -> list[_Req]:
+        """The running requests past their prompt; with on-demand KV, the newest running requests are preempted
+        (recomputed later) until each decode has its token's slot."""
+        while True:
+            decoders = [r for r in self.running if r.todo == 0]
+            if self.s.reserve or self.kv_used + len(decoders) <= self.s.kv_tokens or len(self.running) <= 1:
+                return decoders
+            self._preempt(self.running[-1])
+
+    def _preempt(self, r: _Req) -> None:
+        self.running.remove(r)
+        self.kv_used -= r.kv
+        self.reserved -= r.prompt + r.out
+        r.kv = 0
+        r.todo = r.prompt + r.made  # recomputed: its prompt and what it generated
+        self.waiting.appendleft(r)
+        self.preemptions += 1
+
+    def _chunks(self, decode_tokens: int) -> list[tuple[_Req, int]]:
+        """Prompt chunks of this pass: running requests in prefill first, then waiting ones (FCFS), within the
+        token budget left by ``decode_tokens`` and the free KV slots."""
+        left = self.s.token_budget - decode_tokens
+        free = self.s.kv_tokens - self.kv_used - decode_tokens
+        out: list[tuple[_Req, int]] = []
+        for r in self.running:
+            if left <= 0 or free <= 0:
+                return out
+            if r.todo > 0:
+                t = int(min(r.todo, left, free))
+                out.append((r, t))
+                left, free = left - t, free - t
+        while self.waiting and left > 0 and free > 0 and self._admits(self.waiting[0]):
+            r = self.waiting.popleft()
+            self.running.append(r)
+            self.reserved += r.prompt + r.out
+            t = int(min(r.todo, left, free))
+            out.append((r, t))
+            left, free = left - t, free - t
+        return out
+
+    def _pass(self, decoders: list[_Req], chunks: list[tuple[_Req, int]], steps: int) -> None:
+        """Run ``steps`` identical passes (``steps`` > 1 only without prompt chunks) and record what ends."""
+        b = len(decoders)
+        ctx = (sum(r.kv for r in decoders) / b + (steps - 1) / 2.0) if b else 0.0
+        marg = sum(self.k.chunk(r.prompt + r.made - r.todo, t) for r, t in chunks)
+        seqs = b + len(chunks)
+        if chunks:
+            marg /= self.k.micro_batches(float(seqs))
+        base = self.k.decode(b, ctx) if b else self.k.prefill_fixed_s
+        tau = base + marg + self.s.host_pass_s + self.s.host_seq_s * seqs
+        self.t += tau * steps
+        self.passes += steps
+        self.decode_time += tau * steps * b
+        self.running_time += tau * steps * len(self.running)
+        for r in decoders:
+            r.made += steps
+            r.kv += steps
+        self.kv_used += b * steps
+        for r, t in chunks:
+            self.prefill_tokens += t
+            r.todo -= t
+            r.kv += t
+            self.kv_used += t
+            if r.todo == 0:  # the pass that ends the prompt samples a token
+                r.made += 1
+                if math.isnan(r.first):
+                    r.first = self.t
+                    self.ttft[r.idx] = self.t - r.arrive
+        self._finish()
+
+    def _finish(self) -> None:
+        for r in [r for r in self.running if r.todo == 0 and r.made >= r.out]:
+            self.running.remove(r)
+            self.kv_used -= r.kv
+            self.reserved -= r.prompt + r.out
+            self.e2e[r.idx] = self.t - r.arrive
+            self.tpot[r.idx] = (self.t - r.first) / (r.out - 1) if r.out > 1 else 0.0
+            self.done += 1
+            if self.sent < self.n:
+                self._send()
+
+    def result(self) -> Replay:
+        dur = self.t
+        return Replay(
+            ttft_s=float(np.mean(self.ttft)), tpot_s=float(np.mean(self.tpot)), e2e_s=float(np.mean(self.e2e)),
+            ttft_p50_s=float(np.percentile(self.ttft, 50)), ttft_p99_s=float(np.percentile(self.ttft, 99)),
+            tpot_p50_s=float(np.percentile(self.tpot, 50)), tpot_p99_s=float(np.percentile(self.tpot, 99)),
+            first_wave_ttft_s=float(np.mean(self.ttft[: self.clients])), duration_s=dur,
+            requests_per_s=self.n / dur, output_tokens_per_s=float(np.sum(self.outs)) / dur,
+            passes=self.passes, mean_pass_s=dur / self.passes, mean_decode_batch=self.decode_time / dur,
+            mean_running=self.running_time / dur, prefill_tokens_per_pass=self.prefill_tokens / self.passes,
+            preemptions=self.preemptions, num_prompts=self.n, length_low=1.0,
+            mean_prompt=float(np.mean(self.prompts)), mean_gen=float(np.mean(self.outs)),
+        )  # fmt: skip

@@ -1,0 +1,131 @@
+"""The closed-loop benchmark replay (gpumatch.estimate.replay): scheduler rules checked by hand on synthetic
+pass costs, and the replay of real estimates against the steady state and Little's law."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from gpumatch.cli.app import app, main
+from gpumatch.errors import InputError
+from gpumatch.estimate import estimate
+from gpumatch.estimate.replay import Benchmark, Scheduler, Stalled, _Costs, request_lengths, run
+
+D, A, F = 0.010, 1e-5, 0.004
+"""Synthetic costs: a decode step of any batch takes D s, a prompt token A s, a pass without decodes F s."""
+
+
+def flat_costs(max_batch: int = 256) -> _Costs:
+    return _Costs(decode_table=np.full((max_batch, 2), D), contexts=np.array([0.0, 1e7]),
+                  prefill_x=np.array([0.0, 1e7]), prefill_m=np.array([0.0, 1e7 * A]), prefill_fixed_s=F,
+                  micro_batches=lambda seqs: 1.0)
+
+
+def sched(schedule: str = "mixed", budget: float = 2048, kv: float = 1e9, reserve: bool = False,
+          max_seqs: float = math.inf) -> Scheduler:
+    return Scheduler(schedule=schedule, token_budget=budget, max_seqs=max_seqs, kv_tokens=kv, reserve=reserve,
+                     host_pass_s=0.0, host_seq_s=0.0)
+
+
+def test_first_burst_queues_behind_the_token_budget() -> None:
+    # 4 prompts of 1000 tokens at t = 0, budget 2048: pass 1 = two whole prompts + 48 tokens of the third (no
+    # decodes: the weights' one-token prefill F); pass 2 = the two decodes + 952 + 1000 prompt tokens.
+    r = run(flat_costs(), sched(), 4, Benchmark(4), 1000, 2)
+    p1 = F + 2048 * A
+    p2 = D + 1952 * A
+    assert r.ttft_s == pytest.approx((2 * p1 + 2 * (p1 + p2)) / 4)
+    assert r.first_wave_ttft_s == pytest.approx(r.ttft_s)
+    assert r.passes == 3 and r.prefill_tokens_per_pass == pytest.approx(4000 / 3)
+
+
+def test_tpot_is_the_mean_gap_after_the_first_token() -> None:
+    # one client, prompt 100, 11 tokens: 1 prefill pass (F + 100 A) then 10 decode passes of D
+    r = run(flat_costs(), sched(), 1, Benchmark(3), 100, 11)
+    assert r.tpot_s == pytest.approx(D)
+    assert r.ttft_s == pytest.approx(F + 100 * A)
+    assert r.e2e_s == pytest.approx(F + 100 * A + 10 * D)
+    assert r.requests_per_s == pytest.approx(1 / r.e2e_s)
+
+
+def test_alternating_prefill_passes_pause_decoding() -> None:
+    # SGLang: a new prompt gets its own pass (decodes wait), so a running request's TPOT carries the prefill
+    # passes of the others; in vLLM's mixed passes the prompt rides along with the decodes.
+    mixed = run(flat_costs(), sched("mixed"), 8, Benchmark(400, 0.5), 512, 64)
+    alt = run(flat_costs(), sched("alternate"), 8, Benchmark(400, 0.5), 512, 64)
+    assert alt.tpot_s > mixed.tpot_s
+    assert alt.ttft_s < mixed.ttft_s * 1.5
+
+
+def test_on_demand_kv_preempts_and_reserve_admits_fewer() -> None:
+    # 16 clients of 1000 + 1000 tokens; the pool holds 8000 tokens: 4 whole requests
+    demand = run(flat_costs(), sched(kv=8000), 16, Benchmark(64), 1000, 1000)
+    reserve = run(flat_costs(), sched(kv=8000, reserve=True), 16, Benchmark(64), 1000, 1000)
+    assert demand.preemptions > 0 and reserve.preemptions == 0
+    assert reserve.mean_running <= 4 + 1e-9
+    assert demand.mean_running > reserve.mean_running
+    with pytest.raises(Stalled):
+        run(flat_costs(), sched(kv=1500), 1, Benchmark(2), 1000, 1000)
+
+
+def test_lengths_are_seeded_and_in_range() -> None:
+    p, o = request_lengths(1024, 1024, Benchmark(5000, 0.8))
+    assert p.min() >= 820 and p.max() <= 1024 and o.min() >= 820
+    assert float(np.mean(p)) == pytest.approx(922, rel=0.01)
+    again, _ = request_lengths(1024, 1024, Benchmark(5000, 0.8))
+    assert (p == again).all()
+    fixed, _ = request_lengths(1024, 1024, Benchmark(10))
+    assert (fixed == 1024).all()
+
+
+SERVE = {"task": "serve", "prompt": 1024, "gen": 512, "with_scaling": False}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_long_replay_with_spread_lengths_approaches_the_steady_state(engine: str) -> None:
+    # with many requests the first burst weighs little and spread lengths break the convoys: the replay's
+    # TPOT comes to the steady state's (the same pass equations seen request by request)
+    r = estimate("llama-3.1-8b", "H100 SXM", batch=32, engine=engine, num_prompts=4000, length_low=0.5, **SERVE)
+    s = r.serving
+    assert s is not None and s["model"] == "benchmark-replay"
+    assert r.metrics["tpot_s"] == pytest.approx(s["steady_state_tpot_s"], rel=0.10)
+
+
+def test_little_law_over_the_replay() -> None:
+    # C clients are busy until the last wave drains: sum of e2e over requests <= C x duration, and close to it
+    r = estimate("llama-3.1-8b", "H200 SXM", batch=16, num_prompts=800, length_low=0.8, **SERVE)
+    rp = r.serving["replay"] if r.serving else {}
+    busy = rp["e2e_s"] * rp["num_prompts"] / rp["duration_s"]
+    assert 16 * (1 - 16 / 800) * 0.95 <= busy <= 16 + 1e-6
+
+
+def test_the_first_burst_raises_the_mean_ttft_of_short_benchmarks() -> None:
+    short = estimate("llama-3.1-70b", "H200 SXM", count=8, tp=8, batch=64, num_prompts=64 * 10, length_low=0.8,
+                     **SERVE)
+    steady = estimate("llama-3.1-70b", "H200 SXM", count=8, tp=8, batch=64, num_prompts=0, **SERVE)
+    rp = short.serving["replay"] if short.serving else {}
+    assert rp["first_wave_ttft_s"] > 5 * steady.metrics["ttft_s"]  # 64 prompts queue behind an 8192 budget
+    assert short.metrics["ttft_s"] > steady.metrics["ttft_s"]
+    assert steady.serving is not None and steady.serving["replay"] is None
+
+
+def test_replay_options_are_checked() -> None:
+    with pytest.raises(InputError, match="length-low"):
+        estimate("llama-3.1-8b", "H100 SXM", batch=8, length_low=0.0, **SERVE)
+    with pytest.raises(InputError, match="closed-loop"):
+        estimate("llama-3.1-8b", "H100 SXM", batch=8, num_prompts=100, request_rate=2.0, **SERVE)
+
+
+def test_cli_replay_flags_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve", "--concurrency", "16",
+            "--num-prompts", "200", "--length-low", "0.8", "--format", "json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    rp = json.loads(r.stdout)["serving"]["replay"]
+    assert rp["num_prompts"] == 200 and rp["length_low"] == 0.8
+    assert rp["ttft_p99_s"] >= rp["ttft_p50_s"] > 0
+    assert main([*args[:-4], "--length-low", "1.5"]) == 2
+    assert "--length-low must be in (0, 1]" in capsys.readouterr().err
