@@ -68,6 +68,8 @@ def llm_analysis_predictor() -> tuple[Callable[[MeasuredCase], float | None] | N
         if o["task"] == "infer":
             r = a.inference(batch_size_per_gpu=o["batch"], seq_len=o["prompt"], num_tokens_to_generate=1)
             return float(r["decode_latency" if case.metric == "tpot_s" else "prefill_latency"])
+        if o["task"] != "train":  # LoRA/QLoRA: compared with gpumatch only
+            return None
         master = o["master_weights"] == "fp32"
         r = a.training(batch_size_per_gpu=o["batch"], seq_len=o["seq"], gradient_accumulation_steps=1,
                        activation_recomputation=(ActivationRecomputation.FULL if o["recompute"] == "full"

@@ -5,8 +5,8 @@ Usage: ``python benchmarks/freeze_predictions.py --plan heldout4 --out FILE`` (F
 
 The cases are the ones ``benchmarks/gpu/run_suite.py --plan NAME`` will measure, named and configured exactly as
 :mod:`gpumatch.calibrate.cases` reads them back (decode: ``tpot_s`` at ``prompt = context - 1``; prefill:
-``prefill_s``; train: ``step_s``, ``reserved_bytes`` and whether it fits), predicted with the estimator as
-committed (the default Calibration). Commit the file before the
+``prefill_s``; train, LoRA and QLoRA: ``step_s``, ``reserved_bytes`` and whether it fits), predicted with the
+estimator as committed (the default Calibration). Commit the file before the
 run; after it, ``benchmarks/accuracy_table.py`` reports the error as predicted beside the error now.
 """
 
@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpumatch.calibrate.cases import MeasuredCase
+from gpumatch.calibrate.cases import MeasuredCase, train_setup
 from gpumatch.calibrate.compare import predict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def _suite_plan(name: str) -> dict[str, Any]:
 
 
 def planned_cases(plan: dict[str, Any]) -> list[MeasuredCase]:
-    """The decode and prefill cases of a suite plan, as :mod:`gpumatch.calibrate.cases` will name them."""
+    """The cases of a suite plan, as :mod:`gpumatch.calibrate.cases` will name them."""
     out = []
     for shape in plan.get("decode_models", []):
         for ctx in plan["contexts"]:
@@ -51,9 +51,13 @@ def planned_cases(plan: dict[str, Any]) -> list[MeasuredCase]:
             out.append(MeasuredCase(case_id=f"prefill {shape['name']} b{b} s{s}", kind="prefill", shape=shape,
                                     options={"task": "infer", "batch": b, "prompt": s, "gen": 1},
                                     metric="prefill_s", measured=math.nan, source="planned", fit=False))
-    for shape, b, s, rc, master in plan.get("train", []):
-        name = f"{shape['name']} b{b} s{s} rc={rc} master={master}"
-        opts = {"task": "train", "batch": b, "seq": s, "recompute": rc, "master_weights": master}
+    rows = [{"model": shape["name"], "batch": b, "seq": s, "recompute": rc, "master": master, "shape": shape}
+            for shape, b, s, rc, master in plan.get("train", [])]
+    rows += [{"model": shape["name"], "batch": b, "seq": s, "recompute": rc, "master": "none", "variant": variant,
+              "lora_rank": rank, "shape": shape} for shape, b, s, rc, variant, rank in plan.get("adapters", [])]
+    for row in rows:
+        name, opts = train_setup(row)
+        shape = row["shape"]
         for cid, kind, metric in ((f"train {name}", "train-time", "step_s"),
                                   (f"memory {name}", "train-memory", "reserved_bytes"),
                                   (f"fits {name}", "train-fit", "fits")):

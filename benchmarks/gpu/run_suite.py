@@ -1,4 +1,4 @@
-"""Drive one device run: microbenchmarks, 8B decode ladder, 8B prefill, 1B/3B training steps.
+"""Drive one device run: microbenchmarks, 8B decode ladder, 8B prefill, 1B/3B training steps, LoRA/QLoRA steps.
 
 Usage (device): ``PYTHONPATH=src python3 benchmarks/gpu/run_suite.py --out $OUT``
 Usage (CPU smoke test, tiny shapes): ``python benchmarks/gpu/run_suite.py --out /tmp/x --tiny``
@@ -109,15 +109,31 @@ def _heldout5_plan() -> dict[str, Any]:
     }
 
 
+def _heldout6_plan() -> dict[str, Any]:
+    """Sixth run: LoRA and QLoRA fine-tuning (bench/lora.py: frozen bf16 or NF4 base, fp32 adapters on all seven
+    projections) on the Llama-3-8B and Qwen2.5-14B shapes, with and without full recompute, ranks 16 and 64;
+    every case chosen to fit and to run in seconds; predictions frozen before it runs."""
+    m8, q14 = shapes.LLAMA_3_8B, shapes.QWEN2_5_14B
+    return {
+        "decode_models": [], "batches": [], "contexts": [], "decode_variants": [], "eager_contexts": [],
+        "prefill": [], "prefill_models": [], "gemms": [(4096, 4096, 4096)], "copies": [2**30], "train": [],
+        "adapters": [
+            (m8, 4, 2048, "none", "lora", 16), (m8, 4, 2048, "full", "lora", 16),
+            (m8, 4, 2048, "none", "qlora", 16), (m8, 4, 2048, "full", "qlora", 16),
+            (m8, 1, 4096, "none", "lora", 64), (m8, 8, 2048, "full", "qlora", 64),
+            (q14, 2, 2048, "full", "lora", 64), (q14, 2, 2048, "full", "qlora", 64),
+        ],
+        "budgets_s": {"micro": 20, "decode": 0, "prefill": 0, "train": 200},
+    }
+
+
+PLANS = {"heldout": _heldout_plan, "heldout3": _heldout3_plan, "heldout4": _heldout4_plan,
+         "heldout5": _heldout5_plan, "heldout6": _heldout6_plan}
+
+
 def _plan(tiny: bool, name: str = "main") -> dict[str, Any]:
-    if name == "heldout":
-        return _heldout_plan()
-    if name == "heldout3":
-        return _heldout3_plan()
-    if name == "heldout4":
-        return _heldout4_plan()
-    if name == "heldout5":
-        return _heldout5_plan()
+    if name in PLANS:
+        return PLANS[name]()
     if tiny:
         small = shapes.tiny_shape()
         return {
@@ -126,6 +142,7 @@ def _plan(tiny: bool, name: str = "main") -> dict[str, Any]:
             "decode_variants": ["compiled"], "eager_contexts": [16, 64],
             "prefill": [(1, 16), (2, 32)], "gemms": [(64, 64, 64), (8, 128, 64)], "copies": [2**16, 2**20],
             "train": [(small, 2, 32, "none", "fp32"), (small, 2, 32, "full", "none")],
+            "adapters": [(small, 2, 32, "none", "lora", 4), (small, 2, 32, "full", "qlora", 4)],
             "budgets_s": {"micro": 60, "decode": 120, "prefill": 60, "train": 120},
         }
     m1, m3 = shapes.LLAMA_3_2_1B, shapes.LLAMA_3_2_3B
@@ -246,14 +263,19 @@ def _prefill_model(plan: dict[str, Any], shape: dict[str, Any], dev: torch.devic
 
 
 def run_train(plan: dict[str, Any], dev: torch.device, budget_s: float) -> list[dict[str, Any]]:
+    """The plan's full training cases, then its LoRA/QLoRA cases (``adapters``: shape, batch, seq, recompute,
+    variant, rank; a bf16 base, so master 'none')."""
     t0 = time.time()
+    cases = [(*case, "full", 0) for case in plan["train"]]
+    cases += [(shape, b, s, rc, "none", variant, rank) for shape, b, s, rc, variant, rank in plan.get("adapters", [])]
     rows = []
-    for shape, batch, seq, recompute, master in plan["train"]:
+    for shape, batch, seq, recompute, master, variant, rank in cases:
         if time.time() - t0 > budget_s:
             rows.append({"kind": "train", "model": shape["name"], "batch": batch, "seq": seq,
-                         "recompute": recompute, "master": master, "status": "skipped"})
+                         "recompute": recompute, "master": master, "variant": variant, "status": "skipped",
+                         **({"lora_rank": rank} if rank else {})})
             continue
-        row = train_case(shape, batch, seq, recompute, master, dev, max_s=6.0)
+        row = train_case(shape, batch, seq, recompute, master, dev, max_s=6.0, variant=variant, lora_rank=rank)
         rows.append(row)
         _progress(row)
     return rows
@@ -261,8 +283,8 @@ def run_train(plan: dict[str, Any], dev: torch.device, budget_s: float) -> list[
 
 def _progress(row: dict[str, Any]) -> None:
     med = row.get("timing", {}).get("median_s")
-    keys = {k: row[k] for k in ("kind", "model", "batch", "context", "seq", "variant", "recompute", "master")
-            if k in row}
+    keys = {k: row[k] for k in ("kind", "model", "batch", "context", "seq", "variant", "lora_rank", "recompute",
+                                "master") if k in row}
     print(f"  {keys} {row.get('status')} median_ms={None if med is None else round(med * 1e3, 3)}",
           row.get("error", ""), flush=True)
 
@@ -300,7 +322,8 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> str:
     for r in results.get("train", []):
         med = r.get("timing", {}).get("median_s")
         mem = r.get("max_memory_allocated_bytes", 0) / 2**30
-        lines.append(f"train {r['model']} b{r['batch']} s{r['seq']} rc={r['recompute']} m={r['master']} "
+        how = f"m={r['master']}" if r.get("variant", "full") == "full" else f"{r['variant']} r={r['lora_rank']}"
+        lines.append(f"train {r['model']} b{r['batch']} s{r['seq']} rc={r['recompute']} {how} "
                      + (f"{med * 1e3:.0f} ms {mem:.1f} GiB" if med else r["status"]))
     return "\n".join(lines)
 
@@ -311,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (CPU smoke test)")
     ap.add_argument("--groups", default="micro,decode,prefill,train")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--plan", default="main", choices=["main", "heldout", "heldout3", "heldout4", "heldout5"])
+    ap.add_argument("--plan", default="main", choices=["main", *PLANS])
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     dev = device_of(args.device)

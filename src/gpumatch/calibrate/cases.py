@@ -12,12 +12,15 @@ Metrics compared (measured value -> estimate key):
 - prefill: median time of one causal pass over ``batch × seq`` tokens, last-position logits -> ``prefill_s``.
 - train time: median optimizer step -> ``step_s``; train memory: ``torch.cuda.max_memory_reserved`` ->
   ``total_bytes - cuda_context_bytes - comm_buffer_bytes`` (what PyTorch's caching allocator holds).
+- LoRA / QLoRA training (rows with ``variant`` ``lora`` or ``qlora``, :mod:`gpumatch.bench.lora`): the same
+  metrics with ``task = variant`` and ``lora_rank``; ``master_weights = "none"`` names the bench's bf16 base (the
+  estimator's adapter bytes do not depend on it). Their peak counters restart after the base is built.
 
 Fit set (the cases whose measurements set the Calibration defaults) versus held-out, by rule:
 decode at context 2048 of the first run; prefill at batch 1 of the first run; training of Llama-3.2-1B with
 fp32 master weights and no recompute of the first run. Everything else -- other contexts, batched prefill,
-the 3B model, full recompute, bf16-only training, and the whole second ("heldout") run with new shapes,
-contexts and batch sizes -- is held out.
+the 3B model, full recompute, bf16-only training, LoRA/QLoRA, and the whole second ("heldout") run with new
+shapes, contexts and batch sizes -- is held out.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _shapes_by_name(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
-    for key in ("decode_model", "decode_models", "prefill_models", "train"):
+    for key in ("decode_model", "decode_models", "prefill_models", "train", "adapters"):
         value = plan.get(key)
         items = value if isinstance(value, list) else [value]
         for item in items:
@@ -116,16 +119,27 @@ def _prefill_cases(doc: dict[str, Any], source: str, first_run: bool) -> list[Me
     return cases
 
 
+def train_setup(row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(case name, estimate options) of a training row or planned case: keys ``model``, ``batch``, ``seq``,
+    ``recompute``, ``master`` and, for LoRA/QLoRA, ``variant`` and ``lora_rank``."""
+    name = f"{row['model']} b{row['batch']} s{row['seq']} rc={row['recompute']}"
+    opts = {"task": "train", "batch": row["batch"], "seq": row["seq"], "recompute": row["recompute"],
+            "master_weights": row["master"]}
+    variant = row.get("variant", "full")
+    if variant == "full":
+        return f"{name} master={row['master']}", opts
+    return f"{name} {variant} r={row['lora_rank']}", {**opts, "task": variant, "lora_rank": int(row["lora_rank"])}
+
+
 def _train_cases(doc: dict[str, Any], source: str, first_run: bool) -> list[MeasuredCase]:
     shapes = _shapes_by_name(doc["plan"])
     cases = []
     for r in doc["cases"]:
         if r.get("kind") != "train" or r.get("status") not in ("ok", "oom"):
             continue
-        name = f"{r['model']} b{r['batch']} s{r['seq']} rc={r['recompute']} master={r['master']}"
-        opts = {"task": "train", "batch": r["batch"], "seq": r["seq"], "recompute": r["recompute"],
-                "master_weights": r["master"]}
-        fit = first_run and r["model"] == "llama-3.2-1b" and r["master"] == "fp32" and r["recompute"] == "none"
+        name, opts = train_setup(r)
+        fit = (first_run and r["model"] == "llama-3.2-1b" and r["master"] == "fp32" and r["recompute"] == "none"
+               and r.get("variant", "full") == "full")
         if r["status"] == "oom":
             cases.append(MeasuredCase(case_id=f"train {name}", kind="train-fit", shape=shapes[r["model"]],
                                       options=opts, metric="fits", measured=0.0, source=source, fit=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
@@ -89,3 +90,96 @@ def test_decode_case_refuses_an_unknown_variant() -> None:
     model = build_model(tiny_shape(), torch.device("cpu"), torch.float32)
     with pytest.raises(ValueError, match="unknown decode variant 'grpah'"):
         decode_case(model, 1, 8, ["eager", "grpah"])
+
+
+def test_nf4_round_trip_and_packing() -> None:
+    torch = pytest.importorskip("torch")
+    from gpumatch.bench.lora import NF4_LEVELS, _pair_table, dequantize_nf4, quantize_nf4
+
+    torch.manual_seed(0)
+    w = torch.randn(96, 128) * 0.02
+    packed, absmax = quantize_nf4(w)
+    assert packed.dtype == torch.uint8 and packed.numel() == w.numel() // 2
+    assert absmax.dtype == torch.bfloat16 and absmax.numel() == w.numel() // 64
+    back = dequantize_nf4(packed, absmax, _pair_table(w.device, torch.float32), (96, 128))
+    # every weight lands on the nearest of 16 levels of its block: at most half the widest level gap off
+    gap = max(b - a for a, b in itertools.pairwise(NF4_LEVELS))
+    scale = absmax.float().repeat_interleave(64).view(96, 128)
+    assert bool(((back - w).abs() <= scale * (gap / 2 + 0.01)).all())
+    assert float((back - w).norm() / w.norm()) < 0.15
+
+
+def test_nf4_linear_gives_the_input_gradient_of_its_dequantized_weight() -> None:
+    torch = pytest.importorskip("torch")
+    from gpumatch.bench.lora import FrozenNF4Linear
+
+    torch.manual_seed(0)
+    layer = FrozenNF4Linear(torch.randn(32, 64))
+    assert list(layer.parameters()) == []
+    w = layer.dequantized(torch.float32)
+    x = torch.randn(3, 64, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    layer(x).pow(2).sum().backward()
+    (x_ref @ w.T).pow(2).sum().backward()
+    assert x.grad is not None and x_ref.grad is not None
+    assert torch.allclose(x.grad, x_ref.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["lora", "qlora"])
+def test_adapters_train_and_the_base_stays_frozen(variant: str) -> None:
+    torch = pytest.importorskip("torch")
+    from gpumatch.bench.llama import build_model, rope_tables
+    from gpumatch.bench.lora import add_adapters
+    from gpumatch.calibrate.cases import arch_of
+    from gpumatch.estimate.case import model_nums
+
+    torch.manual_seed(0)
+    shape, rank = tiny_shape(), 4
+    model = build_model(shape, torch.device("cpu"), torch.bfloat16)
+    model.recompute = True
+    adapters = add_adapters(model, rank, variant)
+    frozen = [p for p in model.parameters() if not p.requires_grad]
+    # the estimator's adapter count: rank r on q, k, v, o, gate, up, down of every layer
+    per_rank_layer = model_nums(arch_of(shape)).lora_params_per_rank_layer
+    assert sum(p.numel() for p in adapters) == shape["layers"] * rank * per_rank_layer
+    assert all(p.dtype == torch.float32 for p in adapters) and frozen
+    if variant == "qlora":  # only embedding, norms and LM head stay parameters; the projections are NF4 buffers
+        assert sum(p.numel() for p in frozen) == 2 * shape["vocab"] * shape["hidden"] + shape["hidden"] * (
+            2 * shape["layers"] + 1)
+        assert any(b.dtype == torch.uint8 for b in model.buffers())
+    tokens = torch.randint(0, shape["vocab"], (2, 17))
+    logits = model(tokens[:, :-1], rope_tables(model.s, 16, torch.device("cpu"), torch.bfloat16))
+    torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten()).backward()
+    assert all(p.grad is None for p in frozen)
+    assert all(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in adapters)
+
+
+@pytest.mark.parametrize(("variant", "recompute"), [("lora", "none"), ("lora", "full"), ("qlora", "full")])
+def test_adapter_train_case_runs_and_reports(variant: str, recompute: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from gpumatch.bench import train
+    from gpumatch.bench.train import train_case
+
+    # CUDA's allocator counters do not exist on the CPU: a stand-in checks that the row carries them
+    peaks = {"max_memory_allocated_bytes": 3, "max_memory_reserved_bytes": 4, "memory_allocated_bytes": 1}
+    monkeypatch.setattr(train, "_memory", lambda dev: dict(peaks))
+    row = train_case(tiny_shape(), 2, 16, recompute, "none", torch.device("cpu"), warmup=1, iters=2,
+                     variant=variant, lora_rank=4)
+    assert row["status"] == "ok"
+    assert (row["variant"], row["lora_rank"], row["adapter_dtype"]) == (variant, 4, "fp32")
+    assert row["base_format"] == {"lora": "bf16", "qlora": "nf4-b64-bf16-absmax"}[variant]
+    assert 0 < row["trainable_params"] < row["params"]
+    assert row["timing"]["n"] == 2 and row["timing"]["median_s"] > 0
+    assert row["tokens_per_s"] == pytest.approx(32 / row["timing"]["median_s"])
+    assert row["after_init"] == row["after_first_step"] == peaks
+    assert row["max_memory_reserved_bytes"] == 4 and row["max_memory_allocated_bytes"] == 3
+
+
+def test_adapter_train_case_refuses_a_master_copy_or_no_rank() -> None:
+    torch = pytest.importorskip("torch")
+    from gpumatch.bench.train import train_case
+
+    with pytest.raises(ValueError, match="lora_rank >= 1 and master none"):
+        train_case(tiny_shape(), 1, 8, "none", "fp32", torch.device("cpu"), variant="lora", lora_rank=4)
+    with pytest.raises(ValueError, match="lora_rank >= 1"):
+        train_case(tiny_shape(), 1, 8, "none", "none", torch.device("cpu"), variant="qlora", lora_rank=0)
