@@ -2,7 +2,7 @@
 
 Usage: ``python benchmarks/freeze_engine_predictions.py ROWS.toml OUT.json`` (ROWS: the settings of each row, e.g.
 ``tests/data/published/engine-rows-2026-12-04.toml``). Each row is predicted with ``gpumatch estimate --task serve
---engine E --concurrency C --format json`` at the current commit (recorded as ``frozen_at_commit``); the comparison
+--engine E --concurrency C [--num-prompts N --length-low R] --format json`` at the current commit (recorded as ``frozen_at_commit``); the comparison
 (``gpumatch.calibrate.published.load_engine_cases``) reads these numbers and never recomputes them.
 """
 
@@ -23,11 +23,15 @@ def predict(r: dict[str, Any]) -> dict[str, Any]:
            str(r["tp"]), "--tp", str(r["tp"]), "--precision", r["precision"], "--task", "serve", "--engine",
            r["engine"], "--concurrency", str(r["concurrency"]), "--prompt", str(r["prompt"]), "--gen", str(r["gen"]),
            "--format", "json"]
+    for key, flag in (("num_prompts", "--num-prompts"), ("length_low", "--length-low")):
+        if key in r:  # the benchmark replayed (rows collected with their client settings)
+            cmd += [flag, str(r[key])]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT).stdout
     d = json.loads(out)
     return {"id": r["id"], "model": r["model"], "gpu": d["gpu"], "tp": r["tp"], "precision": r["precision"],
             "kv_precision": None, "engine": r["engine"], "concurrency": r["concurrency"], "prompt": r["prompt"],
-            "gen": r["gen"], "fits": d["fits"], "ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"],
+            "gen": r["gen"], "num_prompts": r.get("num_prompts"), "length_low": r.get("length_low"),
+            "fits": d["fits"], "ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"],
             "output_tokens_per_s": d["output_tokens_per_s"], "serving": d["serving"], "warnings": d["warnings"]}
 
 
