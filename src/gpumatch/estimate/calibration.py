@@ -93,6 +93,11 @@ class Calibration:
     # memory traffic
     memory_efficiency_max: float = 0.88
     memory_half_bytes: float = 2e6
+    grouped_expert_half_tokens: float = 0.75
+    """MoE expert GEMMs: a touched expert with ``u`` tokens streams its weights at ``u / (u + 0.75)`` of a dense
+    GEMM's rate (:func:`gpumatch.estimate.flops.grouped_expert_penalty_params`; ``torch._grouped_mm`` probe on the
+    H200, 2026-12-04, tests/data/measurements/2026-12-04-h200-moe-grouped.jsonl: dense/grouped time ratios
+    0.56-0.85 over 1-4 tokens per expert, three expert shapes; u/(u + 0.75) gives 0.57, 0.63, 0.75, 0.84)."""
     elementwise_bytes_per_token_hidden: float = 139.0
     """Forward bytes per token per hidden unit per layer moved by non-GEMM ops that scale with ``h``: two fp32
     RMSNorms as PyTorch/HF run them (~36 each), RoPE on Q and K (~25), layout copies (~6), residual adds (~12).
@@ -236,6 +241,8 @@ FIELD_BOUNDS: dict[str, tuple[float, float, bool, str]] = {
         "fused_elementwise_bytes_per_token_hidden", "fused_elementwise_bytes_per_token_ffn",
         "norm_saved_bytes_per_element", "loss_bytes_per_logit", "logits_bytes_per_element")},
     "decode_attention_full_bw_blocks": (1.0, 1e6, False, "thread blocks (an SM count is ~100)"),
+    "grouped_expert_half_tokens": (0.0, 100.0, False, "tokens per touched expert at half the dense rate: "
+                                   "measured 0.75"),
     **{k: (0.0, 1.0, False, "a per-kernel, per-step or per-hop time in seconds: microseconds") for k in (
         "kernel_overhead_s", "eager_launch_s", "decode_step_overhead_s", "prefill_overhead_s",
         "collective_latency_s", "nvlink_hop_latency_s", "pcie_hop_latency_s", "network_hop_latency_s")},

@@ -89,6 +89,25 @@ def moe_extra_weight_params(m: ModelNums, batch: Num) -> Num:
     """
     if m.experts <= 0:
         return 0.0
+    return (touched_experts(m, batch) - m.experts_per_token) * m.expert_params_per_layer * m.moe_layers / m.layers
+
+
+def touched_experts(m: ModelNums, tokens: Num) -> Num:
+    """Distinct experts per MoE layer that ``tokens`` independently routed tokens reach (the occupancy formula of
+    :func:`moe_extra_weight_params`; ``k`` for one token, ``E`` for many)."""
     k, e = m.experts_per_token, m.experts
-    touched = e * (1.0 - (1.0 - k / e) ** batch)
-    return (touched - k) * m.expert_params_per_layer * m.moe_layers / m.layers
+    return e * (1.0 - (1.0 - k / e) ** tokens)
+
+
+def grouped_expert_penalty_params(m: ModelNums, tokens: Num, half_tokens: float) -> Num:
+    """Expert weights per layer (averaged) to add to what ``tokens`` tokens read so that the expert GEMMs run at
+    the grouped GEMM's rate: a touched expert with ``u`` tokens streams its weights at ``u / (u + u_half)`` of a
+    dense GEMM's rate (``u = tokens · k / touched``, ``u_half = half_tokens``), i.e. its bytes count
+    ``1 + u_half / u`` times. Measured with ``torch._grouped_mm`` on an H200 (2026-12-04,
+    ``tests/data/measurements/2026-12-04-h200-moe-grouped.jsonl``: 0.56-0.58 of the dense rate at one token per
+    expert, 0.60-0.64 at 1.3-1.6, 0.74-0.78 at 2.2-2.3, 0.82-0.85 at about 4, three expert shapes)."""
+    if m.experts <= 0:
+        return 0.0
+    touched = touched_experts(m, tokens)
+    per_expert = tokens * m.experts_per_token / touched
+    return touched * m.expert_params_per_layer * m.moe_layers / m.layers * half_tokens / per_expert

@@ -63,7 +63,9 @@ def _result(comp: Num, mem: Num, comm_: Num, host: Num) -> dict[str, Num]:
 
 def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibration) -> list[tuple[Num, Num]]:
     """Operators of one layer's forward over ``tokens`` tokens attending ``context`` keys each (per GPU)."""
-    w_bytes = (m.layer_matmul_params_active + flops.moe_extra_weight_params(m, tokens)) * c.weight_bytes / c.tp
+    w_params = (m.layer_matmul_params_active + flops.moe_extra_weight_params(m, tokens)
+                + flops.grouped_expert_penalty_params(m, tokens, cal.grouped_expert_half_tokens))
+    w_bytes = w_params * c.weight_bytes / c.tp
     act_io = tokens * c.act_bytes * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
     gemm = op(flops.layer_gemm_flops(m, tokens) / c.tp, w_bytes + act_io, GEMMS_PER_LAYER, c, cal)
     kv_shard = vmin(c.tp, m.kv_shard_heads)
