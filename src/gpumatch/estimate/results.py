@@ -20,6 +20,8 @@ MEMORY_KEYS = (
 )
 MEMORY_DETAIL_KEYS = (
     "logits_bytes",
+    "autocast_copies_bytes",
+    "tied_embedding_grad_bytes",
     "cuda_context_bytes",
     "comm_buffer_bytes",
     "fragmentation_bytes",
