@@ -47,9 +47,12 @@ WORKLOAD_OPTIMIZERS: tuple[WorkloadOptimizer, ...] = ("adamw", "adamw8bit", "sgd
 #: A workload file's optimizer name -> the estimator's (adafactor is not modelled: absent).
 OPTIMIZER_OF_WORKLOAD: dict[str, Optimizer] = {"adamw": "adamw", "adamw8bit": "adamw-8bit", "sgd": "sgd"}
 
-MasterWeights = Literal["fp32", "none"]
-#: ``fp32``: an FP32 master copy of 16-bit weights in the optimizer state; ``none``: all in training precision.
-MASTER_WEIGHTS: tuple[MasterWeights, ...] = ("fp32", "none")
+MasterWeights = Literal["fp32", "amp", "none"]
+#: The mixed-precision training recipe (bytes per parameter with AdamW in gpumatch.estimate.options):
+#: ``fp32``: 16-bit parameters and an FP32 master copy inside the optimizer state (Megatron-LM, DeepSpeed; 18 B);
+#: ``amp``: PyTorch AMP, FP32 parameters (they are the master) under ``torch.autocast`` (16 B, plus 16-bit
+#: casts of the matmul weights while forward and backward run); ``none``: all in the training precision (8 B).
+MASTER_WEIGHTS: tuple[MasterWeights, ...] = ("fp32", "amp", "none")
 
 Recompute = Literal["none", "selective", "full"]
 #: Activation recomputation: none, selective (attention only; Korthikanti et al. 2022) or full.

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gpumatch.calibrate.cases import RECIPE_OF_BENCH_MASTER
 from gpumatch.catalog import get_gpu
 from gpumatch.estimate import estimate
 from gpumatch.models.arch import ModelArch
@@ -124,7 +125,7 @@ def test_training_peak_memory_within_10_percent() -> None:
         if c.get("kind") != "train":
             return None
         e = estimate(m, gpu, task="train", batch=c["batch"], seq=c["seq"], recompute=c["recompute"],
-                     master_weights=c["master"], with_scaling=False)
+                     master_weights=RECIPE_OF_BENCH_MASTER[c["master"]], with_scaling=False)
         allocated = e.memory.total_bytes - e.memory.overhead_bytes
         return float(allocated / c["max_memory_allocated_bytes"] - 1)
 
@@ -140,7 +141,7 @@ def test_training_step_time_known_gap() -> None:
         if c.get("kind") != "train":
             return None
         e = estimate(m, gpu, task="train", batch=c["batch"], seq=c["seq"], recompute=c["recompute"],
-                     master_weights=c["master"], with_scaling=False)
+                     master_weights=RECIPE_OF_BENCH_MASTER[c["master"]], with_scaling=False)
         return float(e.metrics["step_s"] / c["timing"]["median_s"] - 1)
 
     errs = _errors("train", err)

@@ -10,7 +10,8 @@ Metrics compared (measured value -> estimate key):
   ``context`` cached tokens -> ``tpot_s`` with ``prompt = context - 1, gen = 1`` (the step that writes
   position ``context - 1``, attending ``context`` keys). The eager-graph variant is kept alongside.
 - prefill: median time of one causal pass over ``batch × seq`` tokens, last-position logits -> ``prefill_s``.
-- train time: median optimizer step -> ``step_s``; train memory: ``torch.cuda.max_memory_reserved`` ->
+- train time: median optimizer step -> ``step_s``, with the bench's ``master=fp32`` estimated as the ``amp``
+  recipe (:data:`RECIPE_OF_BENCH_MASTER`); train memory: ``torch.cuda.max_memory_reserved`` ->
   ``total_bytes - cuda_context_bytes - comm_buffer_bytes`` (what PyTorch's caching allocator holds).
 - LoRA / QLoRA training (rows with ``variant`` ``lora`` or ``qlora``, :mod:`gpumatch.bench.lora`): the same
   metrics with ``task = variant`` and ``lora_rank``; ``master_weights = "none"`` names the bench's bf16 base (the
@@ -33,6 +34,10 @@ from typing import Any
 from gpumatch.files import parse_json_object, read_text
 from gpumatch.models.arch import ModelArch
 
+RECIPE_OF_BENCH_MASTER = {"fp32": "amp", "none": "none"}
+"""The bench's ``master`` (:mod:`gpumatch.bench.train`) -> the estimator's ``master_weights`` recipe: its
+``fp32`` is PyTorch AMP (fp32 parameters under ``torch.autocast(bfloat16)``), ``none`` a model cast to bf16.
+Case names keep the bench's word (``master=fp32``)."""
 GPU = "h200-sxm"
 """Catalog name of the card every ``*-h200-*.json`` file was measured on."""
 DECODE_VARIANT = "compiled-graph"
@@ -124,7 +129,7 @@ def train_setup(row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     ``recompute``, ``master`` and, for LoRA/QLoRA, ``variant`` and ``lora_rank``."""
     name = f"{row['model']} b{row['batch']} s{row['seq']} rc={row['recompute']}"
     opts = {"task": "train", "batch": row["batch"], "seq": row["seq"], "recompute": row["recompute"],
-            "master_weights": row["master"]}
+            "master_weights": RECIPE_OF_BENCH_MASTER[row["master"]]}
     variant = row.get("variant", "full")
     if variant == "full":
         return f"{name} master={row['master']}", opts

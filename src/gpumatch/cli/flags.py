@@ -51,6 +51,10 @@ ENGINE_HELP = ("Task serve: the serving engine, " + choices(ENGINES) + " (defaul
                "steady state; static = the static-batch model, as for --task infer).")
 CONCURRENCY_HELP = "Sequences in flight over all replicas (inference: infer, serve, dev)."
 GLOBAL_BATCH_HELP = "Sequences per optimizer step over all data-parallel ranks (training)."
+MASTER_WEIGHTS_HELP = ("Training's mixed-precision recipe: fp32 (default: 16-bit parameters, fp32 master copy in "
+                       "the optimizer, Megatron-LM/DeepSpeed, 18 B/param with AdamW) | amp (PyTorch AMP: fp32 "
+                       "parameters under autocast, 16 B/param + 16-bit weight casts during the step) | none (all "
+                       "in the training precision).")
 MICRO_BATCH_HELP = "Sequences per data-parallel rank per forward/backward pass (training)."
 
 

@@ -277,8 +277,9 @@ def run_metrics(run_tokens: Num, out: dict[str, Num], usd_per_hour_key: str = "u
 
 _MEMORY_ITEMS = (
     "weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes", "overhead_bytes",
-    "total_bytes", "capacity_bytes", "logits_bytes", "cuda_context_bytes", "comm_buffer_bytes",
-    "fragmentation_bytes", "gather_buffer_bytes", "offloaded_bytes", "not_at_peak_bytes",
+    "total_bytes", "capacity_bytes", "logits_bytes", "autocast_copies_bytes", "tied_embedding_grad_bytes",
+    "cuda_context_bytes", "comm_buffer_bytes", "fragmentation_bytes", "gather_buffer_bytes", "offloaded_bytes",
+    "not_at_peak_bytes",
 )
 
 

@@ -128,7 +128,9 @@ class Case:
     ``prefill_chunk`` tokens per prefill forward for the memory peak (0 = the whole batch at once);
     ``in_flight`` sequences in flight over all inference replicas when fewer than ``batch × dp`` (inf = full).
     Precisions in bytes per element: ``weight_bytes``, ``act_bytes``, ``kv_bytes``, ``grad_bytes``,
-    ``opt_bytes`` (optimizer state per trainable parameter, master copy included). Flags (0/1):
+    ``opt_bytes`` (optimizer state per trainable parameter, master copy included); ``autocast`` 1 for PyTorch
+    AMP: the parameters are stored in fp32 (they are the master copy, not in ``opt_bytes``) and
+    ``weight_bytes`` is then autocast's 16-bit cast of each matmul weight. Flags (0/1):
     ``rc_full``, ``rc_selective``, ``flash``, ``seq_parallel``, ``full_train`` (1 full, 0 adapters only);
     ``lora_rank``; ``adapter_bytes`` per adapter parameter (weights and gradients) and ``adapter_opt_bytes``
     (optimizer state per adapter parameter).
@@ -163,6 +165,7 @@ class Case:
     prefill_chunk: Num = 8192.0
     in_flight: Num = float("inf")
     weight_bytes: Num = 2.0
+    autocast: Num = 0.0
     act_bytes: Num = 2.0
     kv_bytes: Num = 2.0
     grad_bytes: Num = 2.0

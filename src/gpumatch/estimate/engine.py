@@ -59,15 +59,21 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration) -> dict[str
     ``total_bytes`` is the peak, which can be less than the sum of the items: in single-GPU PyTorch training
     without gradient accumulation the gradients and the activations do not peak together
     (``memory.peak_dynamic_bytes``: the peak holds the larger of the two). ``not_at_peak_bytes`` is that
-    difference (items' sum − total; 0 elsewhere). Inference activations (logits included) are one layer's
+    difference (items' sum − total; 0 elsewhere). Under PyTorch AMP the activations include autocast's 16-bit
+    weight casts (``autocast_copies_bytes``, :func:`memory.autocast_copy_bytes`); the gradients include a tied
+    embedding's second gradient (``tied_embedding_grad_bytes``, :func:`memory.tied_embedding_grad_bytes`), which
+    is not at a peak where the activations are. Inference activations (logits included) are one layer's
     transient buffers, counted once. Inference is per replica (:func:`replica_case`).
     """
     training_ = task in TRAIN_TASKS
     if not training_:
         c = replica_case(c)
     w, g, o = memory.model_state_bytes(m, c, training_)
+    casts: Num = 0.0
     if training_:
         acts, logits = memory.training_activation_bytes(m, c, cal)
+        casts = memory.autocast_copy_bytes(m, c)  # alive with the activations (memory.py, PyTorch AMP)
+        acts = acts + casts
         kv: Num = 0.0
     else:
         whole = c.batch * c.prompt
@@ -75,16 +81,19 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration) -> dict[str
         chunk = vmax(chunk, c.batch)  # a decode step holds one token of every sequence
         acts, logits = memory.inference_activation_bytes(m, c, chunk), 0.0
         kv = memory.kv_cache_bytes(m, c, c.prompt + c.gen)
-    peak_dynamic = memory.peak_dynamic_bytes(c, g, acts + logits) if training_ else acts
+    tied = memory.tied_embedding_grad_bytes(m, c) if training_ else 0.0
+    peak_dynamic = memory.peak_dynamic_bytes(c, g, acts + logits, tied) if training_ else acts
     ctx, nccl, frag, gather = memory.overhead_bytes(m, c, o + peak_dynamic, cal)
     overhead = ctx + nccl + frag + gather
     total = w + o + peak_dynamic + kv + overhead
     return {
         "weights_bytes": w,
-        "gradients_bytes": g,
+        "gradients_bytes": g + tied,
         "optimizer_bytes": o,
         "activations_bytes": acts + logits,
         "logits_bytes": logits,
+        "autocast_copies_bytes": casts,
+        "tied_embedding_grad_bytes": tied,
         "kv_cache_bytes": kv,
         "overhead_bytes": overhead,
         "cuda_context_bytes": ctx,
@@ -92,7 +101,7 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration) -> dict[str
         "fragmentation_bytes": frag,
         "gather_buffer_bytes": gather,
         "offloaded_bytes": memory.offloaded_bytes(m, c) if training_ else 0.0,
-        "not_at_peak_bytes": (g + acts + logits - peak_dynamic) if training_ else 0.0,
+        "not_at_peak_bytes": (g + tied + acts + logits - peak_dynamic) if training_ else 0.0,
         "total_bytes": total,
         "capacity_bytes": c.capacity_bytes,
         "margin_bytes": c.capacity_bytes - total,

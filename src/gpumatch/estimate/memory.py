@@ -13,6 +13,11 @@ Sources (restated in ../shared/notes/estimator-formulas.md section B):
   saved: gate output, its activation, up output, product), no dropout, and flash attention (scores
   replaced by the fp32 log-sum-exp ``4·a·s·b``). Pipeline: the first 1F1B stage holds
   ``min(m, p)`` micro-batches of its ``L/p`` layers (Korthikanti section 4.2.3).
+- PyTorch AMP (``Case.autocast``; recipes in :mod:`gpumatch.estimate.options`): the parameters are stored in
+  fp32 and are the master copy; autocast caches a 16-bit cast of each matmul weight from its first use in the
+  forward to the end of the autocast region and autograd keeps it for backward
+  (aten/src/ATen/autocast_mode.cpp ``cached_cast``), so the casts live with the activations and die as the
+  gradients appear.
 - ZeRO-Offload (Ren et al. 2021, "ZeRO-Offload: Democratizing Billion-Scale Model Training"): the optimizer
   state (fp32 master and moments) moves to host memory and is updated there by the CPU.
 - KV cache: ``2·a_kv·d·β`` per token per layer, divided by TP up to the number of KV heads, times
@@ -49,11 +54,36 @@ def adapter_params_per_gpu(m: ModelNums, c: Case) -> Num:
     return layers_per_stage(m, c.pp) * m.lora_params_per_rank_layer * c.lora_rank / c.tp
 
 
+FP32_BYTES = 4.0
+"""Bytes of an fp32 element: the stored parameters under PyTorch AMP."""
+
+
+def stored_weight_bytes(c: Case) -> Num:
+    """Bytes per stored parameter: fp32 under PyTorch AMP (``c.autocast``), else ``c.weight_bytes``."""
+    return where(c.autocast > 0, FP32_BYTES, c.weight_bytes)
+
+
+def autocast_copy_bytes(m: ModelNums, c: Case) -> Num:
+    """Bytes per GPU of autocast's 16-bit weight casts under PyTorch AMP (0 otherwise; module docstring).
+
+    Every matmul weight of the worst pipeline stage is cast once per forward: its layers (all of a layer's
+    weights; norm weights, a few thousand per layer, are counted with them) and one ``V·h`` matrix (the LM head,
+    tied or not; the embedding lookup gathers fp32 rows and is not cast). ÷ TP, ÷ DP at ZeRO-3, like the
+    parameters they copy.
+    """
+    per_stage = layers_per_stage(m, c.pp) * m.layer_params + m.vocab * m.hidden
+    sharded = per_stage / c.tp
+    return c.autocast * where(c.zero >= 3, sharded / c.dp, sharded) * c.weight_bytes
+
+
 def model_state_bytes(m: ModelNums, c: Case, training: bool) -> tuple[Num, Num, Num]:
-    """(weights, gradients, optimizer) bytes per GPU (ZeRO section 3.1; module docstring)."""
-    base = weight_params_per_gpu(m, c) * c.weight_bytes
+    """(weights, gradients, optimizer) bytes per GPU (ZeRO section 3.1; module docstring).
+
+    Weights are the stored parameters (fp32 under AMP, :func:`stored_weight_bytes`); AMP's casts are transient
+    (:func:`autocast_copy_bytes`)."""
     if not training:
-        return base, 0.0, 0.0
+        return weight_params_per_gpu(m, c) * c.weight_bytes, 0.0, 0.0
+    base = weight_params_per_gpu(m, c) * stored_weight_bytes(c)
     adapters = adapter_params_per_gpu(m, c)
     trainable = where(c.full_train > 0, weight_params_per_gpu(m, c) * where(c.zero >= 3, c.dp, 1.0), adapters)
     weights = base + (1.0 - c.full_train) * adapters * c.adapter_bytes
@@ -152,8 +182,22 @@ def kv_cache_bytes(m: ModelNums, c: Case, tokens_per_seq: Num) -> Num:
     return c.batch * blocks * per_token
 
 
-def peak_dynamic_bytes(c: Case, gradients: Num, activations: Num) -> Num:
-    """Gradients and activations at the training peak.
+def tied_embedding_grad_bytes(m: ModelNums, c: Case) -> Num:
+    """Bytes of a tied embedding's second gradient at the end of a full-training backward (0 when untied).
+
+    The embedding lookup's backward builds a dense ``V·h`` gradient (``embedding_dense_backward``) that is then
+    added into the gradient the LM head already gave the shared weight, so for a moment the weight has two.
+    Measured on an H200 (tests/data/measurements/2026-12-04-h200-probe-amp-peaks.txt): Llama-3.2-3B (tied) rose
+    from 16.11 to 16.60 bytes per parameter during the embedding backward, ``V·h·4`` = 0.49 per parameter;
+    Llama-3-8B (untied) did not. On one pipeline stage only (``pp = 1``; stages keep separate copies), ÷ TP.
+    """
+    tied = 1.0 if m.head_params == 0 else 0.0
+    return c.full_train * tied * where(c.pp == 1, m.embed_params / c.tp * c.grad_bytes, 0.0)
+
+
+def peak_dynamic_bytes(c: Case, gradients: Num, activations: Num, tied_grad: Num = 0.0) -> Num:
+    """Gradients and activations at the training peak (``tied_grad``: :func:`tied_embedding_grad_bytes`, alive
+    with all the gradients at the end of backward).
 
     With persistent gradient buffers (gradient accumulation over micro-batches, DDP buckets, Megatron
     ``main_grad``, ZeRO partitions: any ``micro_batches > 1`` or more than one GPU) both are resident at the
@@ -162,7 +206,7 @@ def peak_dynamic_bytes(c: Case, gradients: Num, activations: Num) -> Num:
     ``max(activations, gradients)`` (the larger end of a linear exchange).
     """
     persistent = (c.micro_batches > 1) + (c.tp * c.pp * c.dp > 1) > 0
-    return where(persistent, gradients + activations, vmax(gradients, activations))
+    return where(persistent, gradients + vmax(activations, tied_grad), vmax(gradients + tied_grad, activations))
 
 
 def overhead_bytes(m: ModelNums, c: Case, dynamic_bytes: Num, cal: Calibration) -> tuple[Num, Num, Num, Num]:

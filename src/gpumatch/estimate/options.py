@@ -1,10 +1,25 @@
 """From user-level options (strings, counts) to the numbers of a :class:`Case`, with validation.
 
-Training precision conventions (issue 3 contract; ZeRO section 3.1):
-- ``master_weights="fp32"``: 16-bit compute weights, fp32 master copy and fp32 optimizer moments inside
-  the optimizer state (AdamW: 4 + 4 + 4 = 12 bytes), gradients accumulated in fp32 (4 bytes; PyTorch AMP
-  and Megatron-LM's ``main_grad`` both do this; pass ``grad_bytes=2`` for the ZeRO paper's fp16 gradients).
-- ``master_weights="none"``: parameters, gradients and optimizer moments all in the training precision
+Training precision conventions, the mixed-precision recipe ``master_weights`` (issue 3 contract; issue 12
+item 4), bytes per parameter with AdamW:
+- ``"fp32"`` (the default): 16-bit parameters (2), an fp32 master copy and fp32 moments inside the optimizer
+  state (4 + 4 + 4 = 12), gradients accumulated in fp32 (4): 18 bytes, the Megatron-LM recipe (its
+  ``main_grad`` fp32 gradient buffer and the fp32 master copy of the distributed optimizer, Megatron-LM docs
+  "Distributed Optimizer") and DeepSpeed's bf16/fp16 optimizers. The ZeRO paper (Rajbhandari et al. 2020,
+  section 3.1) counts the same recipe with fp16 gradients, 2 + 2 + 12 = 16 bytes: pass ``grad_bytes=2``.
+  It stays the default because it is the recipe of multi-GPU training frameworks and the larger count (a plan
+  that fits under it fits under ``"amp"`` too, up to the casts below).
+- ``"amp"``: PyTorch automatic mixed precision, a model left in fp32 under ``torch.autocast(bfloat16)``
+  (PyTorch docs "Automatic Mixed Precision package - torch.amp"; HF Trainer ``bf16=True``): the fp32
+  parameters (4) are the master weights, gradients are fp32 (4, the parameters' dtype), AdamW moments fp32
+  (8): 16 bytes. Autocast also caches a 16-bit cast of every fp32 weight a matmul reads, from its first use
+  in the forward until the outermost autocast region exits (aten/src/ATen/autocast_mode.cpp ``cached_cast``,
+  ``torch.clear_autocast_cache`` in ``torch.autocast.__exit__``; ``cache_enabled`` in the torch.autocast
+  docs), and autograd keeps those casts for backward: 2 bytes per matmul weight alive with the activations,
+  freed as backward creates the gradients (:func:`gpumatch.estimate.memory.autocast_copy_bytes`). Measured
+  on an H200 (2026-12-04-h200-heldout5-train.json): Llama-3-8B peaked at 128.8 GB allocated = 16.0 bytes x
+  8.03e9 parameters, with the casts' 2 bytes not on top. Full training in bf16/fp16 only.
+- ``"none"``: parameters, gradients and optimizer moments all in the training precision
   (a model cast to bf16: 2 + 2 + 4 bytes for AdamW).
 - 8-bit Adam (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization"): 2 bytes of moments;
   SGD with momentum: one moment.
@@ -15,7 +30,7 @@ Training precision conventions (issue 3 contract; ZeRO section 3.1):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpumatch.catalog import GpuSpec
 from gpumatch.catalog.prices import DEFAULT_BASIS, HOURLY_BASES, check_basis, select_price
@@ -44,6 +59,8 @@ from gpumatch.vocab import (
 
 RECOMPUTE = RECOMPUTE_MODES
 MASTER = MASTER_WEIGHTS
+AMP_PRECISIONS = ("bf16", "fp16")
+"""Compute precisions ``master_weights="amp"`` autocasts to (``torch.autocast`` dtypes on CUDA)."""
 SCALEUP_DOMAIN = {"nvlink": 8.0, "infinity-fabric": 8.0, "ethernet": 8.0, "nvlink-bridge": 2.0, "none": 1.0}
 
 
@@ -128,6 +145,7 @@ def validate(arch: ModelArch, req: Request) -> None:
         _choice("kv precision", req.kv_precision, KV_PRECISIONS)
     _choice("optimizer", req.optimizer, OPTIMIZERS)
     _choice("master weights", req.master_weights, MASTER)
+    _check_amp(req)
     _choice("recompute", req.recompute, RECOMPUTE)
     check_basis(req.price_basis)
     for name in ("batch", "tp", "pp", "dp", "micro_batches"):
@@ -183,17 +201,40 @@ def validate(arch: ModelArch, req: Request) -> None:
         )
 
 
+def _check_amp(req: Request) -> None:
+    """``master_weights="amp"`` is a recipe of full training with 16-bit autocast (module docstring)."""
+    if req.master_weights != "amp" or not req.training:
+        return
+    if req.task not in FULL_TRAINING_TASKS:
+        raise InputError(f"master weights 'amp' apply to full training, but the task is {req.task!r} (adapters "
+                         "are fp32 already)", "drop --master-weights or use --task train or finetune")
+    if req.precision not in AMP_PRECISIONS:
+        raise InputError(f"master weights 'amp' autocast to bf16 or fp16, not {req.precision}",
+                         "use --precision bf16 (or fp16), or --master-weights fp32")
+
+
+def _amp(req: Request, weight_prec: str) -> bool:
+    """True when ``req`` trains every weight under PyTorch AMP (fp32 parameters + 16-bit autocast).
+
+    Only with bf16/fp16 compute; another precision (the planner's fp8 mitigation) keeps the fp32-master
+    recipe, Transformer Engine's."""
+    return req.master_weights == "amp" and req.task in FULL_TRAINING_TASKS and weight_prec in AMP_PRECISIONS
+
+
 def _optimizer_bytes(req: Request, train_bytes: float) -> tuple[float, float, float]:
-    """(optimizer state per trainable parameter, gradient bytes, adapter optimizer bytes)."""
+    """(optimizer state per trainable parameter, gradient bytes, adapter optimizer bytes), module docstring.
+
+    ``"amp"`` keeps no master copy in the optimizer (the fp32 parameters are it) and fp32 moments."""
+    fp32_states = req.master_weights in ("fp32", "amp")
     master = 4.0 if req.master_weights == "fp32" else 0.0
-    moment = 4.0 if req.master_weights == "fp32" else train_bytes
+    moment = 4.0 if fp32_states else train_bytes
     if req.optimizer == "adamw":
         opt, adapter_opt = master + 2.0 * moment, 8.0
     elif req.optimizer == "adamw-8bit":
         opt, adapter_opt = master + 2.0, 2.0
     else:
         opt, adapter_opt = master + moment, 4.0
-    grads = req.grad_bytes if req.grad_bytes is not None else (4.0 if master else train_bytes)
+    grads = req.grad_bytes if req.grad_bytes is not None else (4.0 if fp32_states else train_bytes)
     return opt, grads, adapter_opt
 
 
@@ -221,7 +262,10 @@ def weight_precision(req: Request) -> str:
 
 
 def precision_numbers(req: Request) -> dict[str, float]:
-    """Bytes per element of weights, activations, KV, gradients and optimizer state for ``req``."""
+    """Bytes per element of weights, activations, KV, gradients and optimizer state for ``req``.
+
+    ``weight_bytes`` is the copy the kernels read; ``autocast`` 1 marks PyTorch AMP, whose parameters are stored
+    in fp32 and read through 16-bit casts (module docstring)."""
     weight_prec = weight_precision(req)
     act_prec = activation_precision(weight_prec)
     train_b = bytes_per_element(req.precision if req.task in FULL_TRAINING_TASKS else act_prec)
@@ -229,11 +273,15 @@ def precision_numbers(req: Request) -> dict[str, float]:
     if req.training and weight_prec == "fp8":
         # FP8 training (Transformer Engine) keeps bf16 weights and caches their fp8 casts
         train_b, weight_b = 2.0, 3.0
+    amp = _amp(req, weight_prec)
+    if req.master_weights == "amp" and not amp:
+        req = replace(req, master_weights="fp32")  # fp8 compute, adapters: the fp32-master recipe (``_amp``)
     opt, grads, adapter_opt = _optimizer_bytes(req, train_b)
     if req.training and req.master_weights == "fp32" and weight_prec in ("fp32", "tf32"):
         opt -= 4.0  # the fp32 weights are the master copy
     return {
         "weight_bytes": weight_b,
+        "autocast": 1.0 if amp else 0.0,
         "act_bytes": bytes_per_element(act_prec),
         "kv_bytes": bytes_per_element(req.kv_precision or act_prec),
         "grad_bytes": grads,

@@ -20,6 +20,8 @@ MEMORY_KEYS = (
 )
 MEMORY_DETAIL_KEYS = (
     "logits_bytes",
+    "autocast_copies_bytes",
+    "tied_embedding_grad_bytes",
     "cuda_context_bytes",
     "comm_buffer_bytes",
     "fragmentation_bytes",
@@ -72,9 +74,15 @@ class MemoryEstimate:
         extra = self.items.get("not_at_peak_bytes", 0.0)
         if extra <= 0.0:
             return ""
-        return (f"total = items - {extra / GIB:.2f} GiB: gradients and activations do not peak together (one GPU, "
-                "no gradient accumulation: backward frees activations as it creates gradients, so the peak holds "
-                "the larger of the two)")
+        tied = self.items.get("tied_embedding_grad_bytes", 0.0)
+        head = f"total = items - {extra / GIB:.2f} GiB: "
+        tied_note = ("a tied embedding's second gradient (counted in the gradients) exists only at the end of "
+                     "backward")
+        if extra <= tied * (1.0 + 1e-9):
+            return head + tied_note + ", not at the peak"
+        return (head + "gradients and activations do not peak together (one GPU, no gradient accumulation: backward "
+                "frees activations as it creates gradients, so the peak holds the larger of the two)"
+                + (f"; {tied_note}" if tied > 0.0 else ""))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {k: self.items[k] for k in MEMORY_KEYS}

@@ -12,9 +12,10 @@ Sources:
   by ``Calibration.dp_overlap_fraction`` -- except the ZeRO-1/2 parameter all-gather after the optimizer
   step, which is exposed.
 - Optimizer: memory-bound; it moves ``optimizer_traffic_factor × (state + gradient + weight)`` bytes per
-  trainable parameter on the GPU's shard.
+  trainable parameter on the GPU's shard (the stored weight: fp32 under PyTorch AMP).
 - ZeRO-Offload (Ren et al. 2021): the CPU updates the optimizer shard at ``cpu_optimizer_params_per_s`` and
   gradients / weights cross PCIe once per step (not overlapped here: a conservative bound).
+- PyTorch AMP: autocast's weight casts, once per forward and again in a full recompute (``autocast_cast_s``).
 - QLoRA dequantizes the 4-bit base weights before each use: read 4-bit, write and read 16-bit.
 - LM head and loss: the head GEMMs are compute-bound; the cross-entropy around them runs as separate
   memory-bound kernels moving ``Calibration.loss_bytes_per_logit`` per logit (counted from a kernel profile).
@@ -26,7 +27,14 @@ from gpumatch.estimate import comm, flops
 from gpumatch.estimate._num import Num, vmax, where
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import Case, ModelNums
-from gpumatch.estimate.memory import adapter_params_per_gpu, layers_per_stage, weight_params_per_gpu
+from gpumatch.estimate.memory import (
+    FP32_BYTES,
+    adapter_params_per_gpu,
+    autocast_copy_bytes,
+    layers_per_stage,
+    stored_weight_bytes,
+    weight_params_per_gpu,
+)
 from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, elementwise_bytes, host_time, op
 
 
@@ -61,9 +69,22 @@ def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num,
     bw, hop = comm.link(c, c.tp, cal)
     ar = comm.all_reduce_s(tokens * m.hidden * c.act_bytes, c.tp, bw, hop, cal)
     tp_comm = layers * ar * (4.0 + 2.0 * c.rc_full) * (1.0 - cal.tp_overlap_fraction)
-    comp, mem = layers * comp + h_comp, layers * mem + h_mem
+    comp, mem = layers * comp + h_comp, layers * mem + h_mem + autocast_cast_s(m, c, cal)
     host = host_time(comp + mem + tp_comm, layers, 3.0 + c.rc_full, 0.0, c, cal)
     return comp, mem, tp_comm, host
+
+
+def autocast_cast_s(m: ModelNums, c: Case, cal: Calibration) -> Num:
+    """Memory-bound seconds of PyTorch AMP's weight casts in one micro-batch (0 without ``c.autocast``).
+
+    Autocast casts each fp32 matmul weight to 16 bit at its first use in a forward (read 4 bytes, write
+    ``weight_bytes``; the cache makes it once per autocast region) and again in a full recompute, which re-enters
+    autocast (aten/src/ATen/autocast_mode.cpp ``cached_cast``; ``torch.utils.checkpoint`` restores the autocast
+    state). The weights: :func:`gpumatch.estimate.memory.autocast_copy_bytes`.
+    """
+    elems = autocast_copy_bytes(m, c) / c.weight_bytes
+    _, t = op(0.0, elems * (FP32_BYTES + c.weight_bytes) * (1.0 + c.rc_full), 1.0, c, cal)
+    return c.autocast * t
 
 
 def trainable_params_per_gpu(m: ModelNums, c: Case) -> Num:
@@ -97,7 +118,7 @@ def train_step(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     dp_comm = vmax(overlappable - hidden, 0.0) + after_step
     # optimizer on this GPU's shard of the trainable parameters
     shard = trainable / where(c.zero >= 1, c.dp, 1.0)
-    w_b = where(c.full_train > 0, c.weight_bytes, c.adapter_bytes)
+    w_b = where(c.full_train > 0, stored_weight_bytes(c), c.adapter_bytes)  # fp32 parameters under AMP
     opt_b = where(c.full_train > 0, c.opt_bytes, c.adapter_opt_bytes)
     opt_bytes = shard * (opt_b + grad_b + w_b) * cal.optimizer_traffic_factor
     _, t_gpu_opt = op(0.0, opt_bytes, 1.0, c, cal)

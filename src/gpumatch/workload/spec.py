@@ -6,7 +6,8 @@ validated :class:`WorkloadFile` plus the resolved model). Defaults, and why:
 - precision: ``weights`` bf16 (nf4 for qlora); ``compute`` = weights for float formats, bf16 for
   integer/4-bit storage (weight-only quantization dequantizes into BF16 GEMMs); ``kv_cache`` = compute
   (fp32 for tf32); training only: ``gradients`` = compute, ``optimizer`` fp32 moments, ``master_weights``
-  fp32 when weights are 16-bit (mixed-precision training keeps an FP32 copy), none for fp32 weights;
+  fp32 when weights are 16-bit (mixed-precision training keeps an FP32 copy), none for fp32 weights; ``amp``
+  names PyTorch AMP (fp32 parameters under autocast; recipes in :mod:`gpumatch.estimate.options`);
 - shape: inference 1024 prompt + 256 output tokens; training 4096-token sequences; LoRA rank 16.
 """
 

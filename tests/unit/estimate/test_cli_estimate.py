@@ -39,11 +39,37 @@ def test_train_contract_and_master_weights(capsys: pytest.CaptureFixture[str]) -
     from gpumatch.models import get_model
 
     p = get_model("llama-3.2-1b").params_total
+
+    def states(e: dict) -> float:  # type: ignore[type-arg]
+        """Weights + gradients + optimizer, less the tied embedding's transient second gradient (llama-3.2-1b
+        ties its embedding; the gradients item includes it)."""
+        m = e["memory"]
+        return float(m["weights_bytes"] + m["gradients_bytes"] + m["optimizer_bytes"]
+                     - m["detail"]["tied_embedding_grad_bytes"])
+
     # --master-weights none: params, grads and AdamW moments all bf16 = 2 + 2 + 4 bytes per parameter
-    states = sum(none["memory"][k] for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes"))
-    assert states == pytest.approx(8 * p)
-    states_fp32 = sum(d["memory"][k] for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes"))
-    assert states_fp32 == pytest.approx(18 * p)  # bf16 weights + fp32 grads + fp32 master and moments
+    assert states(none) == pytest.approx(8 * p)
+    assert states(d) == pytest.approx(18 * p)  # bf16 weights + fp32 grads + fp32 master and moments
+    amp = _json(capsys, *args, "--master-weights", "amp")
+    assert states(amp) == pytest.approx(16 * p)  # PyTorch AMP: fp32 params (the master) + grads + moments
+    assert amp["memory"]["detail"]["autocast_copies_bytes"] > 0 and amp["precision"]["master_weights"] == "amp"
+    assert amp["memory"]["total_bytes"] != d["memory"]["total_bytes"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle", "hint"),
+    [
+        (["--master-weights", "bf16"], "unknown master weights 'bf16'", "use one of fp32, amp, none"),
+        (["--master-weights", "amp", "--task", "lora"], "apply to full training", "--task train"),
+        (["--master-weights", "amp", "--precision", "fp32"], "autocast to bf16 or fp16", "--precision bf16"),
+    ],
+)
+def test_bad_master_weights_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], needle: str,
+                                            hint: str) -> None:
+    base = ["estimate", "--model", "llama-3.2-1b", "--gpu", "H100 SXM", "--task", "train"]
+    assert main([*base, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and hint in err and "\n" not in err
 
 
 @pytest.mark.parametrize(

@@ -21,9 +21,17 @@ def test_single_gpu_training_peak_rule_explains_the_gap() -> None:
     gap = _items_sum(one) - one["memory"]["total_bytes"]
     assert gap > 0 and one["memory"]["detail"]["not_at_peak_bytes"] == pytest.approx(gap)
     assert "do not peak together" in one["memory"]["peak_rule"]
-    accum = estimate("llama-3.2-1b", "H100 SXM", task="train", batch=1, seq=2048, micro_batches=2).to_dict()
+    accum = estimate("llama-3.1-8b", "H100 SXM", task="train", batch=1, seq=2048, micro_batches=2).to_dict()
     assert _items_sum(accum) == pytest.approx(accum["memory"]["total_bytes"])  # persistent gradients: all resident
     assert accum["memory"]["peak_rule"] is None
+
+
+def test_a_tied_embedding_second_gradient_is_not_at_the_accumulation_peak() -> None:
+    """Llama-3.2-1B ties its embedding: with persistent gradients everything else is resident at the peak."""
+    accum = estimate("llama-3.2-1b", "H100 SXM", task="train", batch=1, seq=2048, micro_batches=2).to_dict()
+    tied = accum["memory"]["detail"]["tied_embedding_grad_bytes"]
+    assert tied > 0 and _items_sum(accum) - accum["memory"]["total_bytes"] == pytest.approx(tied)
+    assert "tied embedding's second gradient" in accum["memory"]["peak_rule"]
 
 
 def test_not_fitting_has_no_speed_or_cost_and_names_a_change_that_fits() -> None:
