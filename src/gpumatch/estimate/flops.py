@@ -18,7 +18,11 @@ Sources:
 
 from __future__ import annotations
 
-from gpumatch.estimate._num import Num, vmin
+from functools import lru_cache
+
+import numpy as np
+
+from gpumatch.estimate._num import Num, vmax, vmin, where
 from gpumatch.estimate.case import Case, ModelNums
 
 
@@ -105,9 +109,26 @@ def grouped_expert_penalty_params(m: ModelNums, tokens: Num, half_tokens: float)
     dense GEMM's rate (``u = tokens · k / touched``, ``u_half = half_tokens``), i.e. its bytes count
     ``1 + u_half / u`` times. Measured with ``torch._grouped_mm`` on an H200 (2026-12-04,
     ``tests/data/measurements/2026-12-04-h200-moe-grouped.jsonl``: 0.56-0.58 of the dense rate at one token per
-    expert, 0.60-0.64 at 1.3-1.6, 0.74-0.78 at 2.2-2.3, 0.82-0.85 at about 4, three expert shapes)."""
+    expert, 0.60-0.64 at 1.3-1.6, 0.74-0.78 at 2.2-2.3, 0.82-0.85 at about 4, three expert shapes). Once every
+    expert is touched the same probe's time stays flat with more tokens (1027 and 1043 µs at 128 and 256 tokens),
+    so the effective weights never fall as tokens grow: past the token count where they peak they stay there."""
     if m.experts <= 0:
         return 0.0
-    touched = touched_experts(m, tokens)
-    per_expert = tokens * m.experts_per_token / touched
-    return touched * m.expert_params_per_layer * m.moe_layers / m.layers * half_tokens / per_expert
+    peak_tokens = _grouped_peak_tokens(m.experts, m.experts_per_token, half_tokens)
+    weights = _grouped_weights(m.experts, m.experts_per_token, half_tokens, tokens)
+    held = vmax(weights, _grouped_weights(m.experts, m.experts_per_token, half_tokens, peak_tokens))
+    effective = where(tokens > peak_tokens, held, weights)
+    return (effective - touched_experts(m, tokens)) * m.expert_params_per_layer * m.moe_layers / m.layers
+
+
+def _grouped_weights(e: float, k: float, half_tokens: float, tokens: Num) -> Num:
+    """Expert matrices a grouped GEMM's time is worth, in units of one expert: touched × (1 + u_half / u)."""
+    touched = e * (1.0 - (1.0 - k / e) ** tokens)
+    return touched * (1.0 + half_tokens * touched / (tokens * k))
+
+
+@lru_cache(maxsize=256)
+def _grouped_peak_tokens(e: float, k: float, half_tokens: float) -> float:
+    """Tokens at which :func:`_grouped_weights` peaks (searched on a fine geometric grid up to 64 E)."""
+    grid = np.geomspace(1.0, 64.0 * e, 4096)
+    return float(grid[int(np.argmax(_grouped_weights(e, k, half_tokens, grid)))])
