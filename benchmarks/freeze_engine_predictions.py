@@ -2,8 +2,9 @@
 
 Usage: ``python benchmarks/freeze_engine_predictions.py ROWS.toml OUT.json`` (ROWS: the settings of each row, e.g.
 ``tests/data/published/engine-rows-2026-12-04.toml``). Each row is predicted with ``gpumatch estimate --task serve
---engine E --concurrency C [--num-prompts N --length-low R] --format json`` at the current commit (recorded as ``frozen_at_commit``); the comparison
-(``gpumatch.calibrate.published.load_engine_cases``) reads these numbers and never recomputes them.
+--engine E --concurrency C [--num-prompts N --length-low R] --format json`` at the current commit (recorded as
+``frozen_at_commit``); the comparison (``gpumatch.calibrate.published.load_engine_cases``) reads these numbers and
+never recomputes them.
 """
 
 from __future__ import annotations
