@@ -1,8 +1,10 @@
 """gpumatch's serving-engine steady state against published measurements at a fixed concurrency.
 
-Data: tests/data/published/engine-serving.toml (sources named there); predictions: engine-predictions.json, frozen
-(committed) before the measurements were transcribed and read here as they are -- the error is the error as
-predicted. Comparison and discussion: docs/published-serving.md ("Serving engines at a fixed concurrency").
+Data: tests/data/published/engine-serving.toml and engine-measured-2026-12-04c.toml (the third batch; sources named
+there); predictions: engine-predictions*.json, frozen (committed) before the measurements were transcribed and read here
+as they are -- the error is the error as predicted. The third batch was predicted by the benchmark replay
+(gpumatch.estimate.replay); a median TPOT is compared with the replay's median. Comparison and discussion:
+docs/published-serving.md ("Serving engines at a fixed concurrency", "Third batch (blind, replay model)").
 
 Tolerances are the goal of the engine model: TPOT within 15 %, TTFT within 25 % of the published mean. The rows that
 miss are strict xfails with the reason, so a change that fixes one shows up.
@@ -18,8 +20,10 @@ from gpumatch.calibrate.published import EngineCase, load_engine_cases
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published"
 PREDICTIONS = (DATA / "engine-predictions.json", DATA / "engine-predictions-2026-12-04.json",
-               DATA / "engine-predictions-2026-12-04b.json")
-CASES, SOURCES, FROZEN_AT = load_engine_cases(DATA / "engine-serving.toml", PREDICTIONS)
+               DATA / "engine-predictions-2026-12-04b.json", DATA / "engine-predictions-2026-12-04c.json")
+MEASURED = (DATA / "engine-serving.toml", DATA / "engine-measured-2026-12-04c.toml")
+CASES, SOURCES, FROZEN_AT = load_engine_cases(MEASURED, PREDICTIONS)
+THIRD = [c for c in CASES if c.frozen_in == "engine-predictions-2026-12-04c.json"]
 TPOT_TOLERANCE = 0.15
 TTFT_TOLERANCE = 0.25
 
@@ -77,6 +81,114 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
 }
 
 
+# --- Third batch (engine-measured-2026-12-04c.toml, predicted blind by the benchmark replay). Each reason is the
+# cohort's, with the row's own numbers; the rows of a cohort that meet the goal are named in the *_WITHIN sets.
+
+
+def _ms(x_s: float) -> str:
+    return f"{x_s * 1e3:.1f} ms"
+
+
+def _mi300x_tpot(c: EngineCase) -> str:
+    return (f"TPOT {c.tpot_s / c.compared_tpot_s:.1f}x the prediction ({_ms(c.tpot_s)} against "
+            f"{_ms(c.compared_tpot_s)}): ROCm MoE/attention kernels run far below the H200-fitted efficiencies the "
+            "estimate assumes for an unmeasured card (basis 'assumed')")
+
+
+def _dsr1_tpot(c: EngineCase) -> str:
+    older = ("; the H200 TRT-LLM curve (2025-11-02, image not recorded) is also 25-35 % slower than SGLang v0.5.9 "
+             "on the same card at C = 4-16, an older engine build" if c.gpu.startswith("H200") and c.engine == "trtllm"
+             else "")
+    return (f"TPOT {100 * (c.tpot_s / c.compared_tpot_s - 1):.0f} % above the prediction, a gap of "
+            f"{_ms(c.tpot_s - c.compared_tpot_s)} per pass at C = {c.concurrency} (~2-3 ms at C = 4 growing to 5-9 ms "
+            "at C = 64 across the cohort): MoE layer costs the model does not have (router, top-k, permute, grouped "
+            "GEMM launch and tail per MoE layer, 58 layers) plus expert GEMM efficiency at larger batch" + older)
+
+
+def _ixdash_ttft(c: EngineCase) -> str:
+    assert c.ttft_s is not None and c.ttft_median_s is not None and c.predicted_ttft_p50_s is not None
+    flag = (f"; this B200 SGLang FP8 8k/1k mean is dominated by a few very slow requests (p99 "
+            f"{(c.ttft_p99_s or 0.0):.1f} s; source flag)" if "v0.5.6" in c.image else "")
+    return (f"mean TTFT {_ms(c.ttft_s)} (median {_ms(c.ttft_median_s)}) against a replayed {_ms(c.predicted_ttft_s)} "
+            f"(p50 {_ms(c.predicted_ttft_p50_s)}): the median TTFT has a fixed part of ~75-130 ms per request that "
+            "does not shrink with the prompt (1k vs 8k medians differ by about what the prefill of the extra tokens "
+            f"costs), which the replay does not model (here the median is "
+            f"{_ms(c.ttft_median_s - c.predicted_ttft_p50_s)} above the replay's p50)" + flag)
+
+
+def _aimultiple_tpot(c: EngineCase) -> str:
+    card = "; on the MI300X also " + _mi300x_tpot(c) if "MI300X" in c.gpu else ""
+    return (f"TPOT {_ms(c.tpot_s)} implied from client-side per-query output speed without --ignore-eos (a Python "
+            f"client streaming at ~200 tok/s per request), {_ms(c.tpot_s - c.compared_tpot_s)} per token above the "
+            "prediction (3-5 ms on every NVIDIA card)" + card)
+
+
+def _aimultiple_ttft(c: EngineCase) -> str:
+    assert c.ttft_s is not None and c.ttft_median_s is not None
+    head = f"mean TTFT {_ms(c.ttft_s)} (median {_ms(c.ttft_median_s)}) against a replayed {_ms(c.predicted_ttft_s)}: "
+    if c.gpu.startswith("B200"):
+        return head + ("the B200 prediction of 3-4 ms assumes an FP4 tensor path for MXFP4 (vLLM runs it with "
+                       "BF16/MXFP8 activations)")
+    if "MI300X" in c.gpu:
+        return head + ("prefill at the H200-fitted efficiencies the estimate assumes for an unmeasured card (basis "
+                       "'assumed'); the median is 93-108 ms at every C, a fixed part per request")
+    return head + ("at C = 4 a ~1000-token prefill is short and the client's per-request cost (Python client, chat "
+                   "template, tokenization, HTTP streaming; median 12-19 ms above the replay's p50) and a slow first "
+                   "request (p99 0.1-0.7 s) weigh most; at C = 8-16 the queueing the replay models dominates and "
+                   "the rows meet the goal")
+
+
+def _gpustack_ttft(c: EngineCase) -> str:
+    assert c.ttft_s is not None
+    return (f"TTFT {_ms(c.ttft_s)} against {_ms(c.predicted_ttft_s)} (28-64 ms against ~7-16 ms across the engines): "
+            "per-request front-end cost (chat template, tokenization, HTTP streaming) on a 233-token prompt")
+
+
+_GPUSTACK_FP8 = ("FP8 Qwen3-8B on H100 at C = 4 measured 5.65 ms against 3.98 ms (the BF16 rows are within 7-13 %): "
+                 "8.2 GB of FP8 weights in 5.65 ms is 1.45 TB/s, 43 % of the bandwidth the BF16 rows reach 69 % of; "
+                 "at batch 4 the FP8 path's per-layer costs (activation quantisation, scaled GEMM launch) do not "
+                 "halve with the weight bytes")
+
+_DSR1_TPOT_WITHIN = {
+    "ixdash dsr1 H200 SXM 141GB tp8 fp8 sglang c16 1024/8192 r0.8",
+    "ixdash dsr1 H200 SXM 141GB tp8 fp8 sglang c32 1024/8192 r0.8",
+    "ixdash dsr1 H200 SXM 141GB tp8 fp8 sglang c64 1024/8192 r0.8",
+    "ixdash dsr1 H200 SXM 141GB tp8 fp8 trtllm c64 1024/8192 r0.8",
+    "ixdash dsr1 B200 180GB tp8 fp8 sglang c64 1024/8192 r0.8",
+    "ixdash dsr1 B200 180GB tp4 nvfp4 trtllm c64 1024/8192 r0.8",
+}
+"""DeepSeek-R1 NVIDIA rows within the TPOT goal: long outputs at C >= 16, where the passes are mostly decode."""
+_AIMULTIPLE_TTFT_WITHIN = {f"aimultiple gpt-oss-20b {g} tp1 mxfp4 vllm c{n} 1000/1000"
+                           for g in ("H100 PCIe 80GB", "H200 SXM 141GB") for n in (8, 16)}
+_GPUSTACK_TPOT_WITHIN = {f"gpustack qwen3-8b H100 SXM5 80GB tp1 bf16 {e} c4 233/221 sharegpt"
+                         for e in ("vllm", "sglang", "trtllm")}
+
+
+def _third_batch_misses() -> dict[tuple[str, str], str]:
+    out: dict[tuple[str, str], str] = {}
+    for c in THIRD:
+        if c.source == "ixdash":
+            out[(c.case_id, "ttft")] = _ixdash_ttft(c)
+            if "MI300X" in c.gpu:
+                out[(c.case_id, "tpot")] = _mi300x_tpot(c)
+            elif c.case_id not in _DSR1_TPOT_WITHIN:
+                out[(c.case_id, "tpot")] = _dsr1_tpot(c)
+        elif c.source == "aimultiple":
+            out[(c.case_id, "tpot")] = _aimultiple_tpot(c)
+            if c.case_id not in _AIMULTIPLE_TTFT_WITHIN:
+                out[(c.case_id, "ttft")] = _aimultiple_ttft(c)
+        elif c.source == "gpustack":
+            out[(c.case_id, "ttft")] = _gpustack_ttft(c)
+            if c.case_id not in _GPUSTACK_TPOT_WITHIN:
+                out[(c.case_id, "tpot")] = _GPUSTACK_FP8
+        elif c.source == "ix1053":
+            out[(c.case_id, "tpot")] = _mi300x_tpot(c)
+    return out
+
+
+KNOWN_MISSES.update(_third_batch_misses())
+
+
 def _params(metric: str) -> list[object]:
     out: list[object] = []
     for c in CASES:
@@ -90,15 +202,16 @@ def _params(metric: str) -> list[object]:
 
 def test_predictions_were_frozen_and_every_row_is_sourced() -> None:
     assert set(FROZEN_AT) == {p.name for p in PREDICTIONS} and all(len(v) == 40 for v in FROZEN_AT.values())
-    assert len(CASES) == len({c.case_id for c in CASES}) == 40
+    assert len(CASES) == len({c.case_id for c in CASES}) == 136 and len(THIRD) == 96
+    assert all(c.prediction_model == "benchmark-replay" and c.steady_tpot_s is not None for c in THIRD)
     for c in CASES:
         assert c.source in SOURCES and SOURCES[c.source]["url"].startswith("https://")
         assert 1 <= c.concurrency <= 128 and c.engine in ("vllm", "sglang", "trtllm")
-        assert c.tpot_basis in ("published", "implied")
+        assert c.tpot_basis in ("published", "implied", "median")
 
 
 def test_every_known_miss_names_a_row() -> None:
-    ids = {(c.case_id, m) for c in CASES for m in ("ttft", "tpot")}
+    ids = {(c.case_id, m) for c in CASES for m in ("ttft", "tpot") if m == "tpot" or c.ttft_s is not None}
     assert set(KNOWN_MISSES) <= ids
 
 

@@ -116,8 +116,13 @@ def rows(cases: Iterable[PublishedCase]) -> list[dict[str, Any]]:
 class EngineCase:
     """One published engine measurement at a fixed concurrency and gpumatch's frozen prediction for it.
 
-    ``ttft_s`` is None where the source publishes no TTFT; ``tpot_basis`` is ``"implied"`` where the source prints no
-    TPOT but its own numbers fix one (its note says how), else ``"published"``."""
+    ``ttft_s`` is None where the source publishes no TTFT. ``tpot_basis`` says what ``tpot_s`` is: ``"published"`` a
+    printed mean, ``"implied"`` a mean the source does not print but its own numbers fix (its note says how),
+    ``"median"`` a printed median (compared with the replay's median, ``predicted_tpot_p50_s``). The medians, p99s and
+    rates are stored where the measured file gives them (None elsewhere). The predictions come from the frozen file
+    ``frozen_in``: ``prediction_model`` ``"steady-state"`` (Little's law) or ``"benchmark-replay"`` (the benchmark
+    replayed pass by pass, whose steady state is kept beside it as ``steady_ttft_s`` / ``steady_tpot_s``; for a
+    steady-state prediction these equal the predicted means)."""
 
     case_id: str
     source: str
@@ -130,27 +135,107 @@ class EngineCase:
     predicted_tpot_s: float
     model: str = ""
     tpot_basis: str = "published"
+    ttft_median_s: float | None = None
+    ttft_p99_s: float | None = None
+    tpot_median_s: float | None = None
+    tpot_p99_s: float | None = None
+    itl_s: float | None = None
+    requests_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    mean_output_tokens: float | None = None
+    image: str = ""
+    date: str = ""
+    run: str = ""
+    precision: str = ""
+    tp: int = 0
+    frozen_in: str = ""
+    prediction_model: str = "steady-state"
+    predicted_ttft_p50_s: float | None = None
+    predicted_tpot_p50_s: float | None = None
+    steady_ttft_s: float | None = None
+    steady_tpot_s: float | None = None
+
+    @property
+    def compared_tpot_s(self) -> float:
+        """The predicted TPOT of the same statistic as ``tpot_s``: the replay's median for a median, else the mean."""
+        if self.tpot_basis == "median":
+            if self.predicted_tpot_p50_s is None:
+                raise ValueError(f"{self.case_id}: a median TPOT needs a replayed prediction (tpot_p50_s)")
+            return self.predicted_tpot_p50_s
+        return self.predicted_tpot_s
 
     @property
     def ttft_error(self) -> float:
-        """(predicted - published) / published; NaN where no TTFT is published."""
-        if self.ttft_s is None:
-            return math.nan
-        return (self.predicted_ttft_s - self.ttft_s) / self.ttft_s
+        """(predicted - published) / published of the mean TTFT; NaN where no TTFT is published."""
+        return _rel_error(self.predicted_ttft_s, self.ttft_s)
 
     @property
     def tpot_error(self) -> float:
-        return (self.predicted_tpot_s - self.tpot_s) / self.tpot_s
+        """(predicted - published) / published of the TPOT, the same statistic on both sides (``compared_tpot_s``)."""
+        return (self.compared_tpot_s - self.tpot_s) / self.tpot_s
+
+    @property
+    def ttft_median_error(self) -> float:
+        """The replay's median TTFT against the published median; NaN where either is missing."""
+        return _rel_error(self.predicted_ttft_p50_s, self.ttft_median_s)
+
+    @property
+    def steady_ttft_error(self) -> float:
+        """The steady state's TTFT against the published mean; NaN where either is missing."""
+        return _rel_error(self.steady_ttft_s, self.ttft_s)
+
+    @property
+    def steady_tpot_error(self) -> float:
+        """The steady state's TPOT against the published one (the steady state has one TPOT: its mean stands for a
+        median too); NaN where the frozen file kept no steady state."""
+        return _rel_error(self.steady_tpot_s, self.tpot_s)
 
 
-def load_engine_cases(
-    data: Path, predictions: Sequence[Path]
-) -> tuple[list[EngineCase], dict[str, dict[str, str]], dict[str, str]]:
-    """The published engine rows of ``data`` with the predictions frozen in ``predictions`` (JSON files written before
-    the measurements were transcribed; never recomputed here), the sources, and the commit each file was frozen at
-    (file name -> commit)."""
-    label = f"published data {data}"
-    doc = parse_toml(read_text(data, label, 10_000_000), label)
+def _rel_error(predicted_s: float | None, published_s: float | None) -> float:
+    if predicted_s is None or published_s is None:
+        return math.nan
+    return (predicted_s - published_s) / published_s
+
+
+_MS_COLUMNS = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "ttft_median_ms": "ttft_median_s",
+               "ttft_p99_ms": "ttft_p99_s", "tpot_median_ms": "tpot_median_s", "tpot_p99_ms": "tpot_p99_s",
+               "itl_ms": "itl_s"}
+"""Measured columns in milliseconds and the :class:`EngineCase` field (seconds) each one fills."""
+_PLAIN_COLUMNS = {"requests_per_s": "requests_per_s", "output_tokens_per_s": "output_tokens_per_s",
+                  "mean_output_tokens": "mean_output_tokens", "image": "image", "date": "date", "run": "run"}
+_IGNORED_COLUMNS = {"id", "total_tokens_per_s"}
+TPOT_BASES = ("published", "implied", "median")
+
+
+def _measured_fields(row: dict[str, Any], tpot_basis: str) -> dict[str, Any]:
+    """The :class:`EngineCase` fields of one measured row (ms -> s); an unknown column is an error."""
+    unknown = set(row) - set(_MS_COLUMNS) - set(_PLAIN_COLUMNS) - _IGNORED_COLUMNS
+    if unknown:
+        raise ValueError(f"{row['id']!r}: unknown measured columns {sorted(unknown)}")
+    out: dict[str, Any] = {"ttft_s": None}
+    out.update({field: row[col] / 1e3 for col, field in _MS_COLUMNS.items() if row.get(col) is not None})
+    out.update({field: row[col] for col, field in _PLAIN_COLUMNS.items() if row.get(col) is not None})
+    if tpot_basis == "median":
+        out["tpot_median_s"] = out["tpot_s"]
+    return out
+
+
+def _predicted_fields(frozen: dict[str, Any], frozen_in: str) -> dict[str, Any]:
+    """The :class:`EngineCase` fields of one frozen prediction, read as written (never recomputed)."""
+    serving = frozen.get("serving") or {}
+    replay = serving.get("replay") or {}
+    model = str(serving.get("model", "steady-state"))
+    return {"engine": frozen["engine"], "gpu": frozen["gpu"], "concurrency": frozen["concurrency"],
+            "model": frozen["model"], "precision": str(frozen.get("precision", "")), "tp": int(frozen.get("tp", 0)),
+            "predicted_ttft_s": frozen["ttft_s"], "predicted_tpot_s": frozen["tpot_s"],
+            "frozen_in": frozen_in, "prediction_model": model,
+            "predicted_ttft_p50_s": replay.get("ttft_p50_s"), "predicted_tpot_p50_s": replay.get("tpot_p50_s"),
+            "steady_ttft_s": serving.get("steady_state_ttft_s", frozen["ttft_s"]),
+            "steady_tpot_s": serving.get("steady_state_tpot_s", frozen["tpot_s"])}
+
+
+def _load_frozen(predictions: Sequence[Path]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each frozen row by id (with the name of its file under ``"_file"``) and the commit each file was frozen at."""
     by_id: dict[str, dict[str, Any]] = {}
     frozen_at: dict[str, str] = {}
     for path in predictions:
@@ -159,14 +244,37 @@ def load_engine_cases(
         for r in frozen["rows"]:
             if r["id"] in by_id:
                 raise ValueError(f"{path}: row {r['id']!r} frozen twice")
-            by_id[r["id"]] = r
+            by_id[r["id"]] = {**r, "_file": path.name}
+    return by_id, frozen_at
+
+
+def load_engine_cases(
+    data: Sequence[Path], predictions: Sequence[Path]
+) -> tuple[list[EngineCase], dict[str, dict[str, str]], dict[str, str]]:
+    """The published engine rows of the measured files ``data`` (in order) with the predictions frozen in
+    ``predictions`` (JSON files written before the measurements were transcribed; never recomputed here), the
+    sources of all files, and the commit each predictions file was frozen at (file name -> commit)."""
+    by_id, frozen_at = _load_frozen(predictions)
     out: list[EngineCase] = []
-    for group in doc.get("group", []):
-        for raw in group["rows"]:
-            r = dict(zip(group["columns"], raw, strict=True))
-            p = by_id[r["id"]]
-            ttft = r.get("ttft_ms")
-            out.append(EngineCase(r["id"], group["source"], p["engine"], p["gpu"], p["concurrency"],
-                                  None if ttft is None else ttft / 1e3, r["tpot_ms"] / 1e3, p["ttft_s"], p["tpot_s"],
-                                  p["model"], group.get("tpot_basis", "published")))
-    return out, doc.get("sources", {}), frozen_at
+    sources: dict[str, dict[str, str]] = {}
+    for path in data:
+        label = f"published data {path}"
+        doc = parse_toml(read_text(path, label, 10_000_000), label)
+        for name, source in doc.get("sources", {}).items():
+            if name in sources:
+                raise ValueError(f"{path}: source {name!r} defined twice")
+            sources[name] = source
+        for group in doc.get("group", []):
+            basis = str(group.get("tpot_basis", "published"))
+            if basis not in TPOT_BASES:
+                raise ValueError(f"{path}: tpot_basis {basis!r} is not one of {TPOT_BASES}")
+            for raw in group["rows"]:
+                r = dict(zip(group["columns"], raw, strict=True))
+                if r["id"] not in by_id:
+                    raise ValueError(f"{path}: row {r['id']!r} has no frozen prediction")
+                p = by_id[r["id"]]
+                out.append(EngineCase(case_id=r["id"], source=group["source"], tpot_basis=basis,
+                                      **_measured_fields(r, basis), **_predicted_fields(p, p["_file"])))
+    if len(out) != len({c.case_id for c in out}):
+        raise ValueError("a published engine row is measured twice")
+    return out, sources, frozen_at
