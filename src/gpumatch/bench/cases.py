@@ -185,7 +185,7 @@ def _soak(p: dict[str, Any], dev: torch.device) -> Outcome:
             times.append(time.monotonic() - t0)
             temps.append(temp)
     cfg = {"size": m, "duration_s": float(p["duration_s"])}
-    extra = {"warmup_samples": len(warm), "warmup_flops_per_s": warm, "temps_c": temps[-120:],
+    extra: dict[str, Any] = {"warmup_samples": len(warm), "warmup_flops_per_s": warm, "temps_c": temps[-120:],
              "steady_detected": bool(times) and thermal_steady(times, temps)}
     out = [_result("soak_warmup_s", warmup_s or 0.0, "s", cfg, **extra)]
     if steady:
