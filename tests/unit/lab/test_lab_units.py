@@ -1,0 +1,49 @@
+"""Pieces of the lab without children: percentiles by n, thermal steady state, manifest diffs, OOM class."""
+
+from __future__ import annotations
+
+from gpumatch.bench.stats import percentiles, thermal_steady
+from gpumatch.lab.child import classify
+from gpumatch.lab.suites import SuiteSpec, build_cases
+
+
+def test_percentiles_only_with_enough_samples() -> None:
+    assert set(percentiles([1.0] * 9)) == {"n", "p50_s"}
+    assert set(percentiles([1.0] * 99)) == {"n", "p50_s", "p90_s"}
+    assert set(percentiles([1.0] * 100)) == {"n", "p50_s", "p90_s", "p99_s"}
+
+
+def test_thermal_steady_after_the_slope_falls() -> None:
+    t = [float(i) for i in range(0, 181)]
+    rising = [40 + 0.1 * x for x in t]  # 6 °C/min
+    assert not thermal_steady(t, rising)
+    flat = [40 + min(x, 100) * 0.1 for x in t]  # flat over the last 80 s
+    assert thermal_steady(t, flat)
+    assert not thermal_steady(t[:30], flat[:30])  # less than 60 s of samples
+
+
+def test_classify_oom() -> None:
+    assert classify(MemoryError()) == "oom"
+    assert classify(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")) == "oom"
+    assert classify(ValueError("bad")) == "error"
+
+
+def test_manifest_performance_fields_differ() -> None:
+    from gpumatch.bench.manifest import Manifest, differing_fields
+
+    a = Manifest({"gpu.name": "NVIDIA H200", "software.torch": "2.11", "gpu.uuid": "GPU-1"})
+    b = Manifest({"gpu.name": "NVIDIA H200", "software.torch": "2.13", "gpu.uuid": "GPU-2"})
+    assert differing_fields(a.fields, b.fields) == ["software.torch"]  # the UUID is not performance-relevant
+    assert a.sha256 != b.sha256 and len(a.sha256) == 64
+
+
+def test_suites_as_data() -> None:
+    model = {"name": "m", "hidden": 4096, "ffn": 14336}
+    quick = build_cases(SuiteSpec("quick", model, model))
+    ids = [c.case_id for c in quick]
+    assert ids[:5] == ["gemm-bf16", "gemm-fp16", "gemm-tf32", "gemm-fp32", "gemm-fp8"]
+    assert {"copy", "pinned", "launch", "decode-b1", "decode-b16", "prefill", "train"} <= set(ids)
+    assert sum(c.expected_s for c in quick) < 180
+    assert len(build_cases(SuiteSpec("standard", model, model))) > len(quick)
+    soak = build_cases(SuiteSpec("soak", model, model, duration_s=600))
+    assert soak[0].params["duration_s"] == 600 and soak[0].timeout_s > 600
