@@ -9,8 +9,8 @@ Predictions go through :mod:`gpumatch.calibrate` (the one mapping of a bench row
 - ``train_step_s`` -> ``step_s``; ``train_peak_memory_bytes`` -> the estimate's bytes held by PyTorch.
 
 ``gemm_flops_per_s`` and ``copy_bytes_per_s`` have no estimator model; they get the card's datasheet figure
-(dense peak of that precision, HBM bandwidth) as ``datasheet`` instead. A card the catalog does not know, or a
-case the estimator refuses, has no prediction (None).
+(dense peak of that precision, HBM bandwidth) as ``datasheet`` instead. A card the catalog does not know, a case the
+estimator refuses, or a machine without the catalog's dependencies (pydantic) has no prediction (None).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ def catalog_gpu(gpu_name: str | None) -> str | None:
     """The catalog name of the card nvidia-smi calls ``gpu_name`` (None when unknown or absent)."""
     if not gpu_name:
         return None
-    from gpumatch.catalog import get_gpu
-
     try:
+        from gpumatch.catalog import get_gpu
+
         return get_gpu(gpu_name).name
-    except GpumatchError:
+    except (GpumatchError, ImportError):  # an unknown card; a machine without pydantic (the catalog's loader)
         return None
 
 
@@ -69,9 +69,12 @@ def datasheet(metric: str, config: dict[str, Any], gpu: str | None) -> float | N
     """The datasheet figure a microbenchmark is read against (module docstring), or None."""
     if gpu is None:
         return None
-    from gpumatch.catalog import get_gpu
+    try:
+        from gpumatch.catalog import get_gpu
 
-    spec = get_gpu(gpu)
+        spec = get_gpu(gpu)
+    except (GpumatchError, ImportError):
+        return None
     if metric == "gemm_flops_per_s":
         peak = spec.peak_flops_per_s.get(str(config.get("precision")))
         return float(peak) if peak else None
