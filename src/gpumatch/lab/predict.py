@@ -81,3 +81,16 @@ def datasheet(metric: str, config: dict[str, Any], gpu: str | None) -> float | N
     if metric in ("copy_bytes_per_s", "read_bytes_per_s"):
         return float(spec.memory_bandwidth_bytes_per_s)
     return None
+
+
+def annotate(metric: str, value: float, config: dict[str, Any], shape: dict[str, Any] | None,
+             gpu: str | None) -> dict[str, Any]:
+    """What goes beside a measured ``value``: ``predicted`` and ``ratio`` = measured / predicted, else the
+    ``datasheet`` figure and measured / datasheet, else nothing."""
+    p = predict(metric, config, shape, gpu)
+    if p is not None:
+        return {"predicted": p, "ratio": value / p, "predicted_by": f"gpumatch estimate on {gpu}"}
+    d = datasheet(metric, config, gpu)
+    if d is not None:
+        return {"datasheet": d, "ratio": value / d, "predicted_by": f"datasheet of {gpu}"}
+    return {}

@@ -36,9 +36,10 @@ def load_run(store: Path | None, run_id: int) -> dict[str, Any]:
     if run.get("kind") != "bench":
         raise InputError(f"run {run_id} is a {run.get('kind')} run, not a bench run",
                          "'gpumatch bench list' lists the bench runs")
-    return {"run": {k: v for k, v in run.items() if k != "manifest"}, "manifest": run.get("manifest") or {},
+    manifest = run.get("manifest") or {}
+    return {"run": {k: v for k, v in run.items() if k != "manifest"}, "manifest": manifest,
             "cases": [e["data"] for e in data["events"] if e["kind"] == "case"],
-            "results": [result_row(r) for r in data["results"]],
+            "results": [result_row(r, manifest) for r in data["results"]],
             "failures": [{"case": (f.get("config") or {}).get("case"), "error_class": f["error_class"],
                           "message": f["message"], "config": f.get("config"), "log_tail": f.get("log_excerpt", "")}
                          for f in data["failures"]]}
@@ -51,9 +52,24 @@ def case_key(row: dict[str, Any]) -> str:
     return f"{(row.get('config') or {}).get('case', '')} {row['metric']} {parts}".strip()
 
 
-def result_row(r: dict[str, Any]) -> dict[str, Any]:
+def _predict_now(r: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """The prediction of a result stored without one (a run on a machine without the catalog's pydantic): made
+    now from the manifest's card and model shapes, marked ``predicted_when: read``."""
+    from gpumatch.lab.predict import annotate, catalog_gpu
+
+    if manifest.get("device.kind") != "cuda":
+        return {}
+    gpu = catalog_gpu(manifest.get("gpu.name"))
+    shape = manifest.get("model.train_architecture" if r["metric"].startswith("train") else "model.architecture")
+    got = annotate(r["metric"], float(r["value"]), r.get("config") or {}, shape, gpu)
+    return {**got, "predicted_when": "read"} if got else {}
+
+
+def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None) -> dict[str, Any]:
     """A stored result as a flat row: measured, predicted (or the datasheet), ratio, n and percentiles."""
     extra = r.get("extra") or {}
+    if manifest is not None and "ratio" not in extra:
+        extra = {**extra, **_predict_now(r, manifest)}
     row = {"case": (r.get("config") or {}).get("case"), "metric": r["metric"], "measured": r["value"],
            "unit": r["unit"], "predicted": extra.get("predicted"), "datasheet": extra.get("datasheet"),
            "ratio": extra.get("ratio"), "n": extra.get("n"), "config": r.get("config")}

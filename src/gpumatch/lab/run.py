@@ -26,7 +26,7 @@ from typing import Any
 
 from gpumatch.errors import GpumatchError, InputError
 from gpumatch.lab.child import ChildOutcome, run_in_child
-from gpumatch.lab.predict import catalog_gpu, datasheet, predict
+from gpumatch.lab.predict import annotate, catalog_gpu
 from gpumatch.lab.suites import DEFAULT_SOAK_S, PRECISIONS, SUITES, TRAIN_MODEL, Case, SuiteSpec, build_cases
 from gpumatch.record import Recording
 
@@ -211,7 +211,8 @@ def _record_case(rec: Recording, case: Case, got: ChildOutcome, gpu: str | None,
         return CaseReport(case.case_id, case.kind, "skipped", got.wall_s, 0, "skipped", out["reason"])
     shape = case.params.get("model")
     for r in out["results"]:
-        extra = {**r["extra"], **_predicted(r, shape if isinstance(shape, dict) else None, gpu)}
+        extra = {**r["extra"], **annotate(r["metric"], float(r["value"]), r["config"],
+                                          shape if isinstance(shape, dict) else None, gpu)}
         rec.add_result(r["metric"], r["value"], r["unit"], config={**base, **r["config"]}, extra=extra)
         stored.append({**r, "config": {**base, **r["config"]}})
     for f in out["failures"]:
@@ -219,17 +220,6 @@ def _record_case(rec: Recording, case: Case, got: ChildOutcome, gpu: str | None,
     status = "ok" if not out["failures"] else "failed"
     message = out["failures"][0]["message"] if out["failures"] else ""
     return CaseReport(case.case_id, case.kind, status, got.wall_s, len(out["results"]), "", message)
-
-
-def _predicted(r: dict[str, Any], shape: dict[str, Any] | None, gpu: str | None) -> dict[str, Any]:
-    value = float(r["value"])
-    p = predict(r["metric"], r["config"], shape, gpu)
-    if p is not None:
-        return {"predicted": p, "ratio": value / p, "predicted_by": f"gpumatch estimate on {gpu}"}
-    d = datasheet(r["metric"], r["config"], gpu)
-    if d is not None:
-        return {"datasheet": d, "ratio": value / d, "predicted_by": f"datasheet of {gpu}"}
-    return {}
 
 
 def _derived(rec: Recording, stored: Sequence[dict[str, Any]]) -> None:

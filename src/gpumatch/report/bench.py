@@ -31,16 +31,34 @@ def value_text(value: Any, unit: str) -> str:
 
 
 def _pct(row: dict[str, Any]) -> str:
-    """The percentiles ``n`` supports, in ms (p99 only from 100 samples or more)."""
+    """``n`` and the percentiles it supports, in ms (p90 from 10 samples, p99 from 100)."""
     parts = [f"{k[:3]} {row[k] * 1e3:.3g}" for k in ("p50_s", "p90_s", "p99_s") if row.get(k) is not None]
-    return " ".join(parts) if parts else "-"
+    n = row.get("n")
+    return " ".join([f"n={n}" if n is not None else "n=-", *parts])
 
 
-RESULT_COLUMNS = [Column("case", wrap=False, cut_to=14), Column("metric", wrap=False, cut_to=18),
+def config_text(config: dict[str, Any] | None) -> str:
+    """A result's configuration in a few characters: ``4096x4096x4096``, ``b16 c2048``, ``b4 s1024 rc=full``,
+    ``1 GiB``."""
+    c = config or {}
+    if {"m", "n", "k"} <= c.keys():
+        return f"{c['m']}x{c['n']}x{c['k']}"
+    if "size_bytes" in c:
+        size = int(c["size_bytes"])
+        return f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
+    parts = [f"b{c['batch']}"] if "batch" in c else []
+    parts += [f"c{c['context']}"] if "context" in c else []
+    parts += [f"s{c['seq']}"] if "seq" in c else []
+    parts += [f"rc={c['recompute']}"] if c.get("recompute") not in (None, "none") else []
+    return " ".join(parts)
+
+
+RESULT_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_to=18),
                   Column("measured", wrap=False, align="right"), Column("predicted", wrap=False, align="right",
                                                                        drop=3),
-                  Column("ratio", wrap=False, align="right", drop=2), Column("n", align="right", drop=4),
-                  Column("pct_ms", "percentiles (ms)", drop=1)]
+                  Column("ratio", wrap=False, align="right", drop=2)]
+TIMING_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_to=18),
+                  Column("pct_ms", "n and percentiles (ms)", wrap=False)]
 CSV_COLUMNS = ["case", "metric", "measured", "unit", "predicted", "datasheet", "ratio", "n", "p50_s", "p90_s",
                "p99_s", "key"]
 
@@ -50,10 +68,12 @@ def result_cells(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         ref = r["predicted"] if r.get("predicted") is not None else r.get("datasheet")
         mark = "" if r.get("predicted") is not None or ref is None else " (ds)"
-        out.append({"case": r["case"], "metric": r["metric"], "measured": value_text(r["measured"], r["unit"]),
+        what = config_text(r.get("config"))
+        out.append({"case": f"{r['case']} {what}".strip(), "metric": r["metric"],
+                    "measured": value_text(r["measured"], r["unit"]),
                     "predicted": value_text(ref, r["unit"]) + mark,
                     "ratio": "-" if r.get("ratio") is None else f"{r['ratio']:.2f}",
-                    "n": "-" if r.get("n") is None else str(r["n"]), "pct_ms": _pct(r)})
+                    "n_given": r.get("n") is not None and r["unit"] == "s", "pct_ms": _pct(r)})
     return out
 
 
@@ -67,6 +87,9 @@ def show_text(data: dict[str, Any]) -> str:
     if data["results"]:
         parts += ["", to_table(result_cells(data["results"]), RESULT_COLUMNS, "Results (predicted: gpumatch "
                                                                               "estimate; (ds): datasheet)")]
+    timed = [c for c in result_cells(data["results"]) if c["n_given"]]
+    if timed:
+        parts += ["", to_table(timed, TIMING_COLUMNS, "Timings (p90 from n >= 10, p99 from n >= 100)")]
     if data["failures"]:
         rows = [{"case": f["case"], "class": f["error_class"], "reason": f["message"]} for f in data["failures"]]
         parts += ["", to_table(rows, [Column("case", wrap=False), Column("class", wrap=False), Column("reason")],

@@ -47,3 +47,24 @@ def test_suites_as_data() -> None:
     assert len(build_cases(SuiteSpec("standard", model, model))) > len(quick)
     soak = build_cases(SuiteSpec("soak", model, model, duration_s=600))
     assert soak[0].params["duration_s"] == 600 and soak[0].timeout_s > 600
+
+
+def test_a_device_run_without_predictions_gets_them_when_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A store written on a GPU machine without pydantic (no catalog: no predictions stored) shows them on read."""
+    from gpumatch.bench import shapes
+    from gpumatch.cli.app import main
+    from gpumatch.lab.results import load_run
+    from gpumatch.record import Recording
+
+    manifest = {"device.kind": "cuda", "gpu.name": "NVIDIA H200", "model.architecture": shapes.LLAMA_3_8B,
+                "model.train_architecture": shapes.LLAMA_3_2_1B}
+    store = tmp_path / "dev.sqlite"
+    with Recording("bench", "quick llama-3-8b", manifest, {}, store_path=store) as rec:
+        rec.add_result("decode_step_s", 0.0062, "s", config={"case": "decode-b1", "model": "llama-3-8b", "batch": 1,
+                                                             "context": 2048, "variant": "graph"}, extra={"n": 100})
+        rec.add_result("gemm_flops_per_s", 7.1e14, "flop/s", config={"case": "gemm-bf16", "m": 8192, "n": 8192,
+                                                                     "k": 8192, "precision": "bf16"}, extra={"n": 30})
+    rows = {r["metric"]: r for r in load_run(store, 1)["results"]}
+    assert rows["decode_step_s"]["predicted"] > 0 and 0.5 < rows["decode_step_s"]["ratio"] < 2
+    assert rows["gemm_flops_per_s"]["datasheet"] == 989.5e12
+    assert main(["bench", "show", "1", "--store", str(store)]) == 0
