@@ -125,8 +125,10 @@ def _probe(run_fields: dict[str, Any]) -> dict[str, Any]:
     return got.outcome
 
 
-def run_bench(req: BenchRequest, progress: Progress | None = None) -> BenchRun:
-    """Run the suite and record it (module docstring)."""
+def run_bench(req: BenchRequest, progress: Progress | None = None,
+              telemetry: Callable[[], Any] | None = None) -> BenchRun:
+    """Run the suite and record it (module docstring). ``telemetry``: a factory of the telemetry backend
+    (default NVML on a GPU machine, none in a tiny run; tests give a fake one)."""
     from gpumatch.bench import shapes
     from gpumatch.bench.manifest import Manifest
 
@@ -147,7 +149,7 @@ def run_bench(req: BenchRequest, progress: Progress | None = None) -> BenchRun:
     gpu = catalog_gpu(fields.get("gpu.name")) if fields.get("device.kind") == "cuda" else None
     name = f"{req.suite}{' tiny' if tiny else ''} {model.get('name')}"
     with Recording("bench", name, manifest.to_dict(), config, use_store=req.use_store,
-                   store_path=req.store) as rec, _Telemetry(rec, tiny) as tele:
+                   store_path=req.store) as rec, _Telemetry(rec, tiny, telemetry) as tele:
         stored: list[dict[str, Any]] = []
         reports = _run_cases(rec, tele, cases, gpu, say, stored)
         _derived(rec, stored)
@@ -240,21 +242,21 @@ class _Telemetry:
     """NVML sampling for the whole run when the machine has it (samples go to the recording after each case);
     nothing on a machine without NVML or in a tiny run."""
 
-    def __init__(self, rec: Recording, tiny: bool) -> None:
-        self.rec, self.tiny = rec, tiny
+    def __init__(self, rec: Recording, tiny: bool, factory: Callable[[], Any] | None) -> None:
+        self.rec, self.tiny, self.factory = rec, tiny, factory
         self.sampler: Any = None
         self.backend: Any = None
         self.sent = 0
         self.t0 = time.monotonic()
 
     def __enter__(self) -> _Telemetry:
-        if self.tiny:
+        if self.tiny and self.factory is None:
             return self
         try:
             from gpumatch.telemetry.nvml import open_nvml
             from gpumatch.telemetry.sampler import Sampler
 
-            self.backend = open_nvml(None)
+            self.backend = self.factory() if self.factory is not None else open_nvml(None)
             self.sampler = Sampler(self.backend, 0.1).start()
         except (GpumatchError, ImportError, OSError):
             self.sampler = None

@@ -150,3 +150,22 @@ def test_ctrl_c_keeps_finished_cases(tmp_path: Path) -> None:
         assert run.status == "interrupted"
         assert {"gemm-bf16", "gemm-fp16"} <= cases
         assert any(r.metric == "gemm_flops_per_s" for r in st.results(run.run_id))
+
+
+def test_telemetry_is_joined_to_each_case(tmp_path: Path) -> None:
+    """With a telemetry backend (a fake one replaying a GEMM trace), samples go to the store and each case's
+    event carries its window's summary."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "telemetry"))
+    from synth_traces import H200_INFO, SYSTEM, build, make_samples
+
+    from gpumatch.telemetry.fake import FakeBackend
+
+    trace = build(make_samples("gemm", seconds=600.0))
+    assert trace.devices[0] == H200_INFO and trace.system == SYSTEM
+    store = tmp_path / "tele.sqlite"
+    run_bench(BenchRequest(tiny=True, store=store, only=("launch",)), telemetry=lambda: FakeBackend(trace))
+    with open_store(store, mode="read") as st:
+        samples = st.samples(1)
+        event = next(e for e in st.events(1) if e.kind == "case")
+    assert len(samples) > 3
+    assert event.data["telemetry"]["power_w_mean"] is not None and event.data["telemetry"]["n_samples"] > 3
