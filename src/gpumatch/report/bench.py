@@ -171,10 +171,18 @@ class BenchProgress:
         self.close()
 
 
+def _reason(error_class: str, message: str, width: int = 72) -> str:
+    """``class: message`` on at most ``width`` characters (``bench show`` has the whole message and log)."""
+    if not message:
+        return ""
+    text = " ".join(message.split()) if error_class == "skipped" else f"{error_class}: {' '.join(message.split())}"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def run_summary(run: Any) -> str:
     """The lines printed after ``bench run``: each case's status, then where the run is stored."""
     rows = [{"case": c.case_id, "status": c.status, "seconds": f"{c.wall_s:.1f}", "results": c.results,
-             "reason": c.message} for c in run.cases]
+             "reason": _reason(c.error_class, c.message)} for c in run.cases]
     table = to_table(rows, [Column("case", wrap=False), Column("status", wrap=False), Column("seconds", drop=2),
                             Column("results", drop=1), Column("reason")])
     return table + f"\nrun {run.run_id} saved in {run.store_path} (gpumatch bench show {run.run_id})\n"

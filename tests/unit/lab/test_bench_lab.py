@@ -169,3 +169,45 @@ def test_telemetry_is_joined_to_each_case(tmp_path: Path) -> None:
         event = next(e for e in st.events(1) if e.kind == "case")
     assert len(samples) > 3
     assert event.data["telemetry"]["power_w_mean"] is not None and event.data["telemetry"]["n_samples"] > 3
+
+
+def test_too_large_a_batch_fails_and_the_suite_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "big.sqlite")
+    code, out, _ = _cli(capsys, "bench", "run", "--tiny", "--decode-batch", "1000000000", "--case",
+                        "decode-b1000000000-extra", "--case", "launch", "--store", store)
+    assert code == 0 and "oom: " in out
+    code, out, _ = _cli(capsys, "bench", "show", "1", "--store", store, "--format", "json")
+    data = json.loads(out)
+    assert [f["error_class"] for f in data["failures"]] == ["oom"]
+    assert [c["status"] for c in data["cases"]] == ["ok", "failed"]
+
+
+def test_tiny_soak_reports_warmup_apart(tmp_path: Path) -> None:
+    store = tmp_path / "soak.sqlite"
+    run = run_bench(BenchRequest(suite="soak", tiny=True, store=store, duration_s=1.0))
+    assert [c.status for c in run.cases] == ["ok"]
+    with open_store(store, mode="read") as st:
+        rows = {r.metric: r for r in st.results(1)}
+    assert rows["soak_warmup_s"].value >= 1.0 and rows["soak_flops_per_s"].value > 0
+    assert rows["soak_flops_per_s"].extra["n"] >= 1 and "warmup_flops_per_s" in rows["soak_warmup_s"].extra
+
+
+def test_progress_on_a_terminal_and_in_a_pipe() -> None:
+    import io
+
+    from gpumatch.report.bench import BenchProgress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        with BenchProgress(stream) as p:
+            p("probe", 0, 0, "environment", 0.0)
+            p("case", 0, 2, "gemm-bf16", 30.0)
+            p("case", 1, 2, "copy", 20.0)
+            p("done", 2, 2, "", 0.0)
+    assert "\x1b[" in tty.getvalue()
+    assert pipe.getvalue().splitlines()[1:] == ["gpumatch: [1/2] gemm-bf16 (about 30 s left)",
+                                                 "gpumatch: [2/2] copy (about 20 s left)"]
