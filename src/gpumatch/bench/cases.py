@@ -93,24 +93,47 @@ def _model(p: dict[str, Any], dev: torch.device) -> Any:
 
 
 def _decode(p: dict[str, Any], dev: torch.device) -> Outcome:
-    from gpumatch.bench.decode import decode_case, make_caches
+    """Decode steps at ``batch`` (or each of ``batches``, one model and one compilation for all) and
+    ``context``; a batch that runs out of memory is a failed part (class ``oom``) and the next batch runs."""
+    from gpumatch.bench.decode import free
 
     variant = p["variant"]
     if variant in ("graph", "compiled-graph") and dev.type != "cuda":
         raise Unsupported("CUDA graphs need a CUDA device")
     model = _model(p, dev)
-    batch, ctx = int(p["batch"]), int(p["context"])
-    caches = make_caches(model, batch, ctx)
     compiled = None
     if variant.startswith("compiled"):
         from gpumatch.bench.decode import compiled_layer_fn
 
         compiled = compiled_layer_fn()
-    row = decode_case(model, batch, ctx, [variant], iters=int(p.get("iters", 100)), compiled=compiled,
-                      caches=caches)[0]
-    cfg = {"model": model.s.name, "batch": batch, "context": ctx, "variant": variant}
+    batches = [int(b) for b in p.get("batches", [p.get("batch")])]
+    out: Outcome = {"results": [], "failures": []}
+    for batch in batches:
+        cfg = {"model": model.s.name, "batch": batch, "context": int(p["context"]), "variant": variant}
+        try:
+            got = _decode_one(model, batch, int(p["context"]), variant, compiled, int(p.get("iters", 100)), cfg)
+        except Exception as e:
+            if len(batches) == 1 or not _is_oom(e):
+                raise
+            got = {"failures": [{"config": cfg, "error_class": "oom", "message": f"{type(e).__name__}: {e}"[:500]}]}
+        free(dev)
+        out["results"] += got.get("results", [])
+        out["failures"] += got.get("failures", [])
+    return out
+
+
+def _is_oom(e: BaseException) -> bool:
+    return isinstance(e, torch.cuda.OutOfMemoryError | MemoryError) or "can't allocate memory" in str(e)
+
+
+def _decode_one(model: Any, batch: int, ctx: int, variant: str, compiled: Any, iters: int,
+                cfg: dict[str, Any]) -> Outcome:
+    from gpumatch.bench.decode import decode_case, make_caches
+
+    caches = make_caches(model, batch, ctx)
+    row = decode_case(model, batch, ctx, [variant], iters=iters, compiled=compiled, caches=caches)[0]
     if row["status"] != "ok":
-        return {"results": [], "failures": [{"config": cfg, "error_class": "error", "message": row["error"]}]}
+        return {"failures": [{"config": cfg, "error_class": "error", "message": row["error"]}]}
     weight_bytes = 2 * sum(t.numel() for t in model.parameters())
     bytes_per_step = weight_bytes + model.s.kv_bytes_per_token_bf16 * batch * ctx
     step = row["timing"]["median_s"]

@@ -56,7 +56,8 @@ class BenchRequest:
 
 @dataclass(frozen=True)
 class CaseReport:
-    """How one case ended: ``status`` ok | skipped | failed, with the failure's class and message."""
+    """How one case ended: ``status`` ok | partial (some of its parts failed, e.g. one batch of a ladder) |
+    skipped | failed, with the (first) failure's class and message."""
 
     case_id: str
     kind: str
@@ -219,9 +220,12 @@ def _record_case(rec: Recording, case: Case, got: ChildOutcome, gpu: str | None,
         stored.append({**r, "config": {**base, **r["config"]}})
     for f in out["failures"]:
         rec.add_failure({**base, **f["config"]}, f["error_class"], f["message"])
-    status = "ok" if not out["failures"] else "failed"
-    message = out["failures"][0]["message"] if out["failures"] else ""
-    return CaseReport(case.case_id, case.kind, status, got.wall_s, len(out["results"]), "", message)
+    if not out["failures"]:
+        return CaseReport(case.case_id, case.kind, "ok", got.wall_s, len(out["results"]))
+    first = out["failures"][0]
+    status = "partial" if out["results"] else "failed"
+    return CaseReport(case.case_id, case.kind, status, got.wall_s, len(out["results"]), first["error_class"],
+                      f"{len(out['failures'])} part(s) failed, first: {first['message']}")
 
 
 def _derived(rec: Recording, stored: Sequence[dict[str, Any]]) -> None:

@@ -68,3 +68,14 @@ def test_a_device_run_without_predictions_gets_them_when_read(tmp_path) -> None:
     assert rows["decode_step_s"]["predicted"] > 0 and 0.5 < rows["decode_step_s"]["ratio"] < 2
     assert rows["gemm_flops_per_s"]["datasheet"] == 989.5e12
     assert main(["bench", "show", "1", "--store", str(store)]) == 0
+
+
+def test_a_decode_ladder_keeps_going_past_a_batch_that_does_not_fit() -> None:
+    from gpumatch.bench.cases import run_case
+    from gpumatch.bench.shapes import tiny_shape
+
+    out = run_case({"id": "d", "kind": "decode", "params": {"model": tiny_shape(), "batches": [1, 10**9, 2],
+                                                              "context": 16, "variant": "eager", "iters": 3}})
+    assert out["status"] == "ok"
+    assert [r["config"]["batch"] for r in out["results"] if r["metric"] == "decode_step_s"] == [1, 2]
+    assert [(f["config"]["batch"], f["error_class"]) for f in out["failures"]] == [(10**9, "oom")]
