@@ -21,7 +21,7 @@ def list_bench_runs(store: Path | None, limit: int = 50) -> list[dict[str, Any]]
     from gpumatch.store import list_runs
 
     _, runs = list_runs(store, "bench", limit)
-    return [{"run_id": r.run_id, "name": r.name, "status": r.status, "started_at": r.started_at[:19],
+    return [{"run_id": r.run_id, "name": r.name, "status": r.status, "started_at": r.started_at[:19].replace("T", " "),
              "duration_s": r.duration_s, "results": r.n_results, "failures": r.n_failures,
              "manifest": r.manifest_sha256[:12]} for r in runs]
 

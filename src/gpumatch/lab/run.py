@@ -148,7 +148,7 @@ def run_bench(req: BenchRequest, progress: Progress | None = None,
     config = {"suite": req.suite, "tiny": tiny, "model": model.get("name"), "cases": [c.case_id for c in cases],
               "precisions": list(req.precisions), "duration_s": req.duration_s, "seed": req.seed}
     gpu = catalog_gpu(fields.get("gpu.name")) if fields.get("device.kind") == "cuda" else None
-    name = f"{req.suite}{' tiny' if tiny else ''} {model.get('name')}"
+    name = f"{req.suite} {model.get('name')}"
     with Recording("bench", name, manifest.to_dict(), config, use_store=req.use_store,
                    store_path=req.store) as rec, _Telemetry(rec, tiny, telemetry) as tele:
         stored: list[dict[str, Any]] = []
