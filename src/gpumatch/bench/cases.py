@@ -167,7 +167,8 @@ def _train(p: dict[str, Any], dev: torch.device) -> Outcome:
     cfg = {"model": row["model"], "batch": row["batch"], "seq": row["seq"], "recompute": row["recompute"],
            "master": row["master"]}
     step = row["timing"]["median_s"]
-    out = [_result("train_step_s", step, "s", cfg, row["timing"], params=row["params"]),
+    out = [_result("train_step_s", step, "s", cfg, row["timing"], params=row["params"],
+                   first_step_s=row.get("first_step_s"), warmup_steps=1),
            _result("train_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]
     if "max_memory_reserved_bytes" in row:
         out.append(_result("train_peak_memory_bytes", row["max_memory_reserved_bytes"], "B", cfg))
