@@ -18,7 +18,6 @@ The parent never imports torch: the environment manifest is collected in a child
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from gpumatch.errors import GpumatchError, InputError
 from gpumatch.lab.child import ChildOutcome, run_in_child
 from gpumatch.lab.predict import annotate, catalog_gpu
 from gpumatch.lab.suites import DEFAULT_SOAK_S, PRECISIONS, SUITES, TRAIN_MODEL, Case, SuiteSpec, build_cases
+from gpumatch.lab.telemetry import CaseTelemetry
 from gpumatch.record import Recording
 
 Progress = Callable[[str, int, int, str, float], None]
@@ -150,10 +150,10 @@ def run_bench(req: BenchRequest, progress: Progress | None = None,
     gpu = catalog_gpu(fields.get("gpu.name")) if fields.get("device.kind") == "cuda" else None
     name = f"{req.suite} {model.get('name')}"
     with Recording("bench", name, manifest.to_dict(), config, use_store=req.use_store,
-                   store_path=req.store) as rec, _Telemetry(rec, tiny, telemetry) as tele:
+                   store_path=req.store) as rec, CaseTelemetry(rec, tiny, telemetry) as tele:
         stored: list[dict[str, Any]] = []
         reports = _run_cases(rec, tele, cases, gpu, say, stored)
-        _derived(rec, stored)
+        _derived(rec, stored, tele.by_case)
         ok = sum(r.status == "ok" for r in reports)
         outcome = rec.close("completed", {"cases": len(reports), "ok": ok, "gpu": gpu,
                                           "failed": sum(r.status == "failed" for r in reports),
@@ -185,7 +185,7 @@ def _extra(req: BenchRequest, spec: SuiteSpec) -> tuple[Case, ...]:
     return added + req.extra_cases
 
 
-def _run_cases(rec: Recording, tele: _Telemetry, cases: Sequence[Case], gpu: str | None,
+def _run_cases(rec: Recording, tele: CaseTelemetry, cases: Sequence[Case], gpu: str | None,
                say: Progress, stored: list[dict[str, Any]]) -> list[CaseReport]:
     reports: list[CaseReport] = []
     remaining = sum(c.expected_s for c in cases)
@@ -196,7 +196,7 @@ def _run_cases(rec: Recording, tele: _Telemetry, cases: Sequence[Case], gpu: str
         window = (t0, tele.now())
         report = _record_case(rec, case, got, gpu, stored)
         rec.add_event(window[1], "case", {**report.to_dict(), "window_s": list(window),
-                                          "telemetry": tele.flush(window)})
+                                          "telemetry": tele.flush(case.case_id, window)})
         reports.append(report)
         remaining = max(0.0, remaining - case.expected_s)
     return reports
@@ -228,71 +228,33 @@ def _record_case(rec: Recording, case: Case, got: ChildOutcome, gpu: str | None,
                       f"{len(out['failures'])} part(s) failed, first: {first['message']}")
 
 
-def _derived(rec: Recording, stored: Sequence[dict[str, Any]]) -> None:
-    """``decode_mbu`` (:data:`MBU_FORMULA`) from the results this run stored (raw first: recomputable)."""
+def _derived(rec: Recording, stored: Sequence[dict[str, Any]], telemetry: dict[str, dict[str, Any]]) -> None:
+    """Results computed from this run's stored rows (raw first: recomputable from them): ``decode_mbu``
+    (:data:`MBU_FORMULA`) and, where the case's window has power samples, the gross energy per token
+    ``*_energy_j_per_token`` = mean power in the case's window × step time / tokens per step."""
     copies = [r["value"] for r in stored if r["metric"] == "copy_bytes_per_s"]
-    if not copies:
-        return
-    best = max(copies)
+    best = max(copies) if copies else None
     for r in stored:
-        if r["metric"] == "decode_step_s" and r["extra"].get("bytes_per_step"):
-            mbu = r["extra"]["bytes_per_step"] / r["value"] / best
-            rec.add_result("decode_mbu", mbu, "1", config=r["config"],
+        extra = r["extra"]
+        if r["metric"] == "decode_step_s" and best and extra.get("bytes_per_step"):
+            rec.add_result("decode_mbu", extra["bytes_per_step"] / r["value"] / best, "1", config=r["config"],
                            extra={"formula": MBU_FORMULA, "copy_bytes_per_s": best,
-                                  "bytes_per_step": r["extra"]["bytes_per_step"]})
+                                  "bytes_per_step": extra["bytes_per_step"]})
+        tokens = _tokens_per_step(r)
+        power = (telemetry.get(r["config"].get("case", "")) or {}).get("power_w_mean")
+        if tokens and power:
+            name = r["metric"].removesuffix("_step_s").removesuffix("_s")
+            rec.add_result(f"{name}_energy_j_per_token", power * r["value"] / tokens, "J/token", config=r["config"],
+                           extra={"formula": ENERGY_FORMULA, "power_w_mean": power, "basis": "gross"})
 
 
-class _Telemetry:
-    """NVML sampling for the whole run when the machine has it (samples go to the recording after each case);
-    nothing on a machine without NVML or in a tiny run."""
-
-    def __init__(self, rec: Recording, tiny: bool, factory: Callable[[], Any] | None) -> None:
-        self.rec, self.tiny, self.factory = rec, tiny, factory
-        self.sampler: Any = None
-        self.backend: Any = None
-        self.sent = 0
-        self.t0 = time.monotonic()
-
-    def __enter__(self) -> _Telemetry:
-        if self.tiny and self.factory is None:
-            return self
-        try:
-            from gpumatch.telemetry.nvml import open_nvml
-            from gpumatch.telemetry.sampler import Sampler
-
-            self.backend = self.factory() if self.factory is not None else open_nvml(None)
-            self.sampler = Sampler(self.backend, 0.1).start()
-        except (GpumatchError, ImportError, OSError):
-            self.sampler = None
-        return self
-
-    def now(self) -> float:
-        return float(self.sampler.now_s()) if self.sampler is not None else time.monotonic() - self.t0
-
-    def flush(self, window: tuple[float, float]) -> dict[str, Any]:
-        """Send the new samples to the recording; return the window's summary (power, temperature, clock)."""
-        if self.sampler is None:
-            return {}
-        new = self.sampler.samples_since(self.sent)
-        self.sent += len(new)
-        self.rec.add_samples(new)
-        inside = [s for s in new if window[0] <= s.t_s <= window[1] and s.gpu_index == 0]
-        return _summary(inside)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.sampler is not None:
-            try:
-                self.sampler.stop()
-                self.backend.close()
-            except (GpumatchError, OSError):
-                pass
+ENERGY_FORMULA = "mean(power_instant_w in the case's window) * step_s / tokens_per_step (gross: idle not subtracted)"
 
 
-def _summary(samples: Sequence[Any]) -> dict[str, Any]:
-    def mean(name: str) -> float | None:
-        vals = [getattr(s, name) for s in samples if getattr(s, name, None) is not None]
-        return sum(vals) / len(vals) if vals else None
-
-    temps = [s.gpu_temp_c for s in samples if s.gpu_temp_c is not None]
-    return {"n_samples": len(samples), "power_w_mean": mean("power_instant_w"), "sm_clock_mhz_mean":
-            mean("sm_clock_mhz"), "gpu_temp_c_max": max(temps) if temps else None}
+def _tokens_per_step(r: dict[str, Any]) -> int | None:
+    c = r["config"]
+    if r["metric"] == "decode_step_s":
+        return int(c["batch"])
+    if r["metric"] in ("prefill_s", "train_step_s"):
+        return int(c["batch"]) * int(c["seq"])
+    return None

@@ -163,12 +163,17 @@ def test_telemetry_is_joined_to_each_case(tmp_path: Path) -> None:
     trace = build(make_samples("gemm", seconds=600.0))
     assert trace.devices[0] == H200_INFO and trace.system == SYSTEM
     store = tmp_path / "tele.sqlite"
-    run_bench(BenchRequest(tiny=True, store=store, only=("launch",)), telemetry=lambda: FakeBackend(trace))
+    run_bench(BenchRequest(tiny=True, store=store, only=("launch", "decode-b1")),
+              telemetry=lambda: FakeBackend(trace))
     with open_store(store, mode="read") as st:
         samples = st.samples(1)
         event = next(e for e in st.events(1) if e.kind == "case")
+        energy = [r for r in st.results(1) if r.metric == "decode_energy_j_per_token"]
     assert len(samples) > 3
-    assert event.data["telemetry"]["power_w_mean"] is not None and event.data["telemetry"]["n_samples"] > 3
+    tele = event.data["telemetry"]
+    assert tele["power_w_mean"] is not None and tele["n_samples"] > 3
+    assert tele["power_cap_frac"] == 1.0 and tele["thermal_frac"] == 0.0  # the GEMM trace: SwPowerCap throughout
+    assert len(energy) == 1 and energy[0].unit == "J/token" and energy[0].extra["basis"] == "gross"
 
 
 def test_too_large_a_batch_fails_and_the_suite_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
