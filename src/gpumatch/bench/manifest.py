@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -124,13 +125,29 @@ def _gpumatch_version() -> str:
 
 
 def _gpus() -> dict[str, Any]:
+    """The ``gpu.*`` fields of GPU 0 and the count. One query; if nvidia-smi refuses it (a driver that does not
+    know one field refuses the whole query), one query per field, so the others are still recorded."""
     rows = nvidia_smi(tuple(_SMI.values()))
-    out: dict[str, Any] = {"gpu.count": len(rows)}
+    count = len(rows)
+    if not rows and shutil.which("nvidia-smi"):
+        per_field = {smi: nvidia_smi((smi,)) for smi in _SMI.values()}
+        count = max((len(r) for r in per_field.values()), default=0)
+        rows = [{smi: got[0].get(smi, "") for smi, got in per_field.items() if got}]
+    out: dict[str, Any] = {"gpu.count": count}
     first = rows[0] if rows else {}
     for name, smi in _SMI.items():
-        value = _number(first.get(smi))
-        out[name] = value if name != "gpu.name" or value is None else str(value)
+        text = first.get(smi)
+        out[name] = _number(text) if name in _NUMERIC else _text(text)
     return out
+
+
+_NUMERIC = frozenset(n for n in _SMI if n.endswith(("_mib", "_w", "_mhz")) or n.startswith("gpu.pcie_"))
+"""Fields read as numbers; the others (name, UUID, VBIOS, driver version "580.10", modes) stay strings."""
+
+
+def _text(text: str | None) -> str | None:
+    value = _number(text)
+    return None if value is None else text.strip() if text is not None else None
 
 
 def _device() -> dict[str, Any]:

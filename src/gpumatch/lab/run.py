@@ -147,7 +147,8 @@ def run_bench(req: BenchRequest, progress: Progress | None = None,
     cases = _select(build_cases(replace(spec, extra_cases=_extra(req, spec))), req.only)
     config = {"suite": req.suite, "tiny": tiny, "model": model.get("name"), "cases": [c.case_id for c in cases],
               "precisions": list(req.precisions), "duration_s": req.duration_s, "seed": req.seed}
-    gpu = catalog_gpu(fields.get("gpu.name")) if fields.get("device.kind") == "cuda" else None
+    cuda = fields.get("device.kind") == "cuda"
+    gpu = catalog_gpu(fields.get("gpu.name") or fields.get("device.name")) if cuda else None
     name = f"{req.suite} {model.get('name')}"
     with Recording("bench", name, manifest.to_dict(), config, use_store=req.use_store,
                    store_path=req.store) as rec, CaseTelemetry(rec, tiny, telemetry) as tele:

@@ -79,3 +79,17 @@ def test_a_decode_ladder_keeps_going_past_a_batch_that_does_not_fit() -> None:
     assert out["status"] == "ok"
     assert [r["config"]["batch"] for r in out["results"] if r["metric"] == "decode_step_s"] == [1, 2]
     assert [(f["config"]["batch"], f["error_class"]) for f in out["failures"]] == [(10**9, "oom")]
+
+
+def test_manifest_reads_nvidia_smi_field_by_field_when_the_query_is_refused(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from gpumatch.bench.manifest import _gpus
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text('#!/bin/sh\ncase "$1" in\n  --query-gpu=ecc.mode.current) echo Enabled; exit 0;;\n'
+                   '  *ecc.mode.current*) exit 2;;\n  --query-gpu=driver_version) echo 580.10; exit 0;;\nesac\n'
+                   'q=${1#--query-gpu=}; echo "$q" | sed "s/[^,]*/700/g"\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    got = _gpus()
+    assert got["gpu.count"] == 1 and got["gpu.ecc_mode"] == "Enabled"
+    assert got["gpu.driver"] == "580.10" and got["gpu.power_enforced_limit_w"] == 700
