@@ -105,6 +105,7 @@ def _pair(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
     some = a or b or {}
     va, vb = (a or {}).get("measured"), (b or {}).get("measured")
     return {"case": some.get("case"), "metric": some.get("metric"), "key": some.get("key"), "unit": some.get("unit"),
+            "config": some.get("config"),
             "a": va, "b": vb, "b_over_a": vb / va if va and vb is not None else None,
             "n_a": (a or {}).get("n"), "n_b": (b or {}).get("n")}
 

@@ -101,12 +101,14 @@ def show_csv(data: dict[str, Any]) -> str:
     return to_csv(data["results"], CSV_COLUMNS)
 
 
-COMPARE_COLUMNS = [Column("key", "case / metric"), Column("a", "A", wrap=False, align="right"),
+COMPARE_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_to=18),
+                   Column("a", "A", wrap=False, align="right"),
                    Column("b", "B", wrap=False, align="right"), Column("ratio", "B/A", wrap=False, align="right")]
 
 
 def compare_text(cmp: dict[str, Any]) -> str:
-    rows = [{"key": r["key"], "a": value_text(r["a"], r["unit"] or ""), "b": value_text(r["b"], r["unit"] or ""),
+    rows = [{"case": f"{r['case']} {config_text(r.get('config'))}".strip(), "metric": r["metric"],
+             "a": value_text(r["a"], r["unit"] or ""), "b": value_text(r["b"], r["unit"] or ""),
              "ratio": "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3f}"} for r in cmp["rows"]]
     text = to_table(rows, COMPARE_COLUMNS, f"Run {cmp['run_a']} (A) against run {cmp['run_b']} (B)")
     if cmp["differing_fields"]:
