@@ -30,3 +30,43 @@ def summarize(times_s: Sequence[float]) -> dict[str, Any]:
         "n": len(raw),
         "raw_s": raw,
     }
+
+
+MIN_SAMPLES = {"p50": 1, "p90": 10, "p99": 100}
+"""The fewest samples a percentile is reported from (p99 from fewer than 100 samples is the largest or the
+second largest sample, not a 99th percentile; benchmark-method.md section 4.9)."""
+
+
+def percentiles(values: Sequence[float], suffix: str = "_s") -> dict[str, Any]:
+    """``n`` and the percentiles that ``n`` supports (:data:`MIN_SAMPLES`), keyed ``p50<suffix>`` ..."""
+    raw = [float(v) for v in values]
+    out: dict[str, Any] = {"n": len(raw)}
+    for name, need in MIN_SAMPLES.items():
+        if raw and len(raw) >= need:
+            out[f"{name}{suffix}"] = percentile(raw, float(name[1:]))
+    return out
+
+
+def slope_per_min(times_s: Sequence[float], values: Sequence[float]) -> float | None:
+    """Least-squares slope of ``values`` against ``times_s``, per minute; None with fewer than 2 points or no
+    spread in time."""
+    n = len(times_s)
+    if n < 2 or n != len(values):
+        return None
+    mt, mv = sum(times_s) / n, sum(values) / n
+    var = sum((t - mt) ** 2 for t in times_s)
+    if var <= 0:
+        return None
+    return 60.0 * sum((t - mt) * (v - mv) for t, v in zip(times_s, values, strict=True)) / var
+
+
+def thermal_steady(times_s: Sequence[float], temps_c: Sequence[float], window_s: float = 60.0,
+                   max_slope_c_per_min: float = 1.0) -> bool:
+    """Whether the temperature is steady: the samples span at least ``window_s`` and the least-squares slope of
+    those in the last ``window_s`` is below ``max_slope_c_per_min`` in magnitude (the soak suite's rule)."""
+    if not times_s or times_s[-1] - times_s[0] < window_s:
+        return False
+    start = times_s[-1] - window_s
+    pts = [(t, c) for t, c in zip(times_s, temps_c, strict=True) if t >= start]
+    slope = slope_per_min([p[0] for p in pts], [p[1] for p in pts])
+    return slope is not None and abs(slope) < max_slope_c_per_min

@@ -15,9 +15,9 @@ from gpumatch.calibrate.cases import GPU, MeasuredCase, arch_of
 from gpumatch.estimate import Calibration, estimate
 
 
-def predict(case: MeasuredCase, calibration: Calibration | None = None) -> float:
-    """gpumatch's value for ``case.metric`` (seconds, bytes, or 1.0/0.0 for fits)."""
-    est = estimate(arch_of(case.shape), GPU, calibration=calibration, with_scaling=False, **case.options)
+def predict(case: MeasuredCase, calibration: Calibration | None = None, gpu: str = GPU) -> float:
+    """gpumatch's value for ``case.metric`` (seconds, bytes, or 1.0/0.0 for fits) on catalog card ``gpu``."""
+    est = estimate(arch_of(case.shape), gpu, calibration=calibration, with_scaling=False, **case.options)
     if case.metric == "reserved_bytes":
         items = est.memory.items
         return float(items["total_bytes"] - items["cuda_context_bytes"] - items["comm_buffer_bytes"])

@@ -88,8 +88,9 @@ def _root(
 
 def _register() -> None:
     # --- command registry: one line per verb module (keep sorted) ---
-    from gpumatch.cli import doctor, estimate, gpus, models, monitor, plan, runs, workload
+    from gpumatch.cli import bench, doctor, estimate, gpus, models, monitor, plan, runs, workload
 
+    app.add_typer(bench.app, name="bench")
     app.command("doctor", help=doctor.HELP)(doctor.doctor)
     app.command("estimate", help=estimate.HELP)(estimate.estimate_cmd)
     app.add_typer(gpus.app, name="gpus")

@@ -1,0 +1,263 @@
+"""One suite case of ``gpumatch bench run``, run in the process that calls it (the lab runs it in a child).
+
+:func:`run_case` takes a plain case dict (``{"id", "kind", "params"}``, built by :mod:`gpumatch.lab.suites`) and
+returns a plain outcome dict: ``status`` (``ok`` or ``skipped``), ``reason`` (why it was skipped), ``results``
+(``{metric, value, unit, config, extra}``: SI values, the timing's ``n`` and the percentiles ``n`` supports in
+``extra``, the raw timings there too) and ``failures`` (a part of the case that failed while the rest ran:
+``{config, error_class, message}``). Anything else (an out-of-memory error, a crash) propagates: the caller
+records it. Kinds: ``gemm``, ``copy``, ``pinned``, ``launch``, ``decode``, ``prefill``, ``train``, ``soak``, and
+``fault`` (fails on purpose: tests of the lab's failure handling).
+
+Metrics (unit): ``gemm_flops_per_s`` (flop/s), ``copy_bytes_per_s`` and ``read_bytes_per_s`` (B/s: copy counts
+read + write), ``h2d_bytes_per_s``/``d2h_bytes_per_s`` (B/s), ``launch_eager_s``/``launch_graph_kernel_s`` (s),
+``decode_step_s`` (s; = TPOT of a static batch), ``decode_tokens_per_s``, ``prefill_s`` (s; = TTFT of that
+prompt without queueing), ``prefill_tokens_per_s``, ``train_step_s``, ``train_tokens_per_s``,
+``train_peak_memory_bytes`` (B), ``soak_flops_per_s``, ``soak_warmup_s``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gpumatch.bench.gemm import Unsupported, gemm, pinned_copy
+from gpumatch.bench.stats import percentiles, thermal_steady
+
+Outcome = dict[str, Any]
+
+
+def _result(metric: str, value: float, unit: str, config: dict[str, Any],
+            timing: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    ext = dict(extra)
+    if timing is not None:
+        ext.update(percentiles(timing["raw_s"]))
+        ext["raw_s"] = timing["raw_s"]
+    return {"metric": metric, "value": float(value), "unit": unit, "config": config, "extra": ext}
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _gemm(p: dict[str, Any], dev: torch.device) -> Outcome:
+    out = []
+    for m, n, k in p["shapes"]:
+        row = gemm(m, n, k, p["precision"], dev, iters=int(p.get("iters", 30)))
+        out.append(_result("gemm_flops_per_s", row["flops_per_s"], "flop/s",
+                           {"m": m, "n": n, "k": k, "precision": p["precision"]}, row["timing"]))
+    return {"results": out}
+
+
+def _copy(p: dict[str, Any], dev: torch.device) -> Outcome:
+    from gpumatch.bench.micro import copy_case
+
+    out = []
+    for size in p["sizes"]:
+        row = copy_case(int(size), dev, iters=int(p.get("iters", 30)))
+        cfg = {"size_bytes": row["size_bytes"]}
+        out.append(_result("copy_bytes_per_s", row["copy_bytes_per_s"], "B/s", cfg, row["copy_timing"]))
+        out.append(_result("read_bytes_per_s", row["read_bytes_per_s"], "B/s", cfg, row["read_timing"]))
+    return {"results": out}
+
+
+def _pinned(p: dict[str, Any], dev: torch.device) -> Outcome:
+    row = pinned_copy(int(p["size_bytes"]), dev)
+    cfg = {"size_bytes": int(p["size_bytes"])}
+    return {"results": [_result("h2d_bytes_per_s", row["h2d_bytes_per_s"], "B/s", cfg, row["h2d_timing"]),
+                        _result("d2h_bytes_per_s", row["d2h_bytes_per_s"], "B/s", cfg, row["d2h_timing"])]}
+
+
+def _launch(p: dict[str, Any], dev: torch.device) -> Outcome:
+    from gpumatch.bench.micro import launch_case
+
+    row = launch_case(dev)
+    out = [_result("launch_eager_s", row["eager_op_s"], "s", {"op": "add_"}, row["eager_op_timing"])]
+    if "graph_kernel_s" in row:
+        out.append(_result("launch_graph_kernel_s", row["graph_kernel_s"], "s",
+                           {"kernels_in_graph": row["graph_kernels"]}, row["graph_many_timing"]))
+    return {"results": out}
+
+
+def _model(p: dict[str, Any], dev: torch.device) -> Any:
+    from gpumatch.bench.llama import build_model
+
+    torch.manual_seed(int(p.get("seed", 0)))
+    model = build_model(p["model"], dev, torch.bfloat16)
+    model.eval()
+    return model
+
+
+def _decode(p: dict[str, Any], dev: torch.device) -> Outcome:
+    """Decode steps at ``batch`` (or each of ``batches``, one model and one compilation for all) and
+    ``context``; a batch that runs out of memory is a failed part (class ``oom``) and the next batch runs."""
+    from gpumatch.bench.decode import free
+
+    variant = p["variant"]
+    if variant in ("graph", "compiled-graph") and dev.type != "cuda":
+        raise Unsupported("CUDA graphs need a CUDA device")
+    model = _model(p, dev)
+    compiled = None
+    if variant.startswith("compiled"):
+        from gpumatch.bench.decode import compiled_layer_fn
+
+        compiled = compiled_layer_fn()
+    batches = [int(b) for b in p.get("batches", [p.get("batch")])]
+    out: Outcome = {"results": [], "failures": []}
+    for batch in batches:
+        cfg = {"model": model.s.name, "batch": batch, "context": int(p["context"]), "variant": variant}
+        try:
+            got = _decode_one(model, batch, int(p["context"]), variant, compiled, int(p.get("iters", 100)), cfg)
+        except Exception as e:
+            if len(batches) == 1 or not _is_oom(e):
+                raise
+            got = {"failures": [{"config": cfg, "error_class": "oom", "message": f"{type(e).__name__}: {e}"[:500]}]}
+        free(dev)
+        out["results"] += got.get("results", [])
+        out["failures"] += got.get("failures", [])
+    return out
+
+
+def _is_oom(e: BaseException) -> bool:
+    return isinstance(e, torch.cuda.OutOfMemoryError | MemoryError) or "can't allocate memory" in str(e)
+
+
+def _decode_one(model: Any, batch: int, ctx: int, variant: str, compiled: Any, iters: int,
+                cfg: dict[str, Any]) -> Outcome:
+    from gpumatch.bench.decode import decode_case, make_caches
+
+    caches = make_caches(model, batch, ctx)
+    row = decode_case(model, batch, ctx, [variant], iters=iters, compiled=compiled, caches=caches)[0]
+    if row["status"] != "ok":
+        return {"failures": [{"config": cfg, "error_class": "error", "message": row["error"]}]}
+    weight_bytes = 2 * sum(t.numel() for t in model.parameters())
+    bytes_per_step = weight_bytes + model.s.kv_bytes_per_token_bf16 * batch * ctx
+    step = row["timing"]["median_s"]
+    extra = {"bytes_per_step": bytes_per_step, "setup_s": row.get("setup_s")}
+    return {"results": [
+        _result("decode_step_s", step, "s", cfg, row["timing"], **extra),
+        _result("decode_tokens_per_s", batch / step, "token/s", cfg),
+    ]}
+
+
+def _prefill(p: dict[str, Any], dev: torch.device) -> Outcome:
+    from gpumatch.bench.decode import prefill_case
+
+    model = _model(p, dev)
+    row = prefill_case(model, int(p["batch"]), int(p["seq"]), iters=int(p.get("iters", 10)))
+    if row["status"] == "oom":
+        raise MemoryError(row.get("error", "out of memory"))
+    cfg = {"model": model.s.name, "batch": int(p["batch"]), "seq": int(p["seq"])}
+    return {"results": [_result("prefill_s", row["timing"]["median_s"], "s", cfg, row["timing"]),
+                        _result("prefill_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]}
+
+
+def _train(p: dict[str, Any], dev: torch.device) -> Outcome:
+    from gpumatch.bench.train import train_case
+
+    torch.manual_seed(int(p.get("seed", 0)))
+    row = train_case(p["model"], int(p["batch"]), int(p["seq"]), p["recompute"], p["master"], dev,
+                     iters=int(p.get("iters", 10)), max_s=float(p.get("max_s", 10.0)))
+    if row["status"] == "oom":
+        raise MemoryError(row.get("error", "out of memory"))
+    cfg = {"model": row["model"], "batch": row["batch"], "seq": row["seq"], "recompute": row["recompute"],
+           "master": row["master"]}
+    step = row["timing"]["median_s"]
+    out = [_result("train_step_s", step, "s", cfg, row["timing"], params=row["params"],
+                   first_step_s=row.get("first_step_s"), warmup_steps=1),
+           _result("train_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]
+    if "max_memory_reserved_bytes" in row:
+        out.append(_result("train_peak_memory_bytes", row["max_memory_reserved_bytes"], "B", cfg))
+    return {"results": out}
+
+
+def _temperature() -> float | None:
+    """The GPU's temperature (°C) through torch (pynvml under it), or None where it cannot be read."""
+    try:
+        return float(torch.cuda.temperature())
+    except Exception:  # no NVML, no GPU, an old torch: the soak then warms up for its fixed minimum
+        return None
+
+
+def _soak(p: dict[str, Any], dev: torch.device) -> Outcome:
+    """A sustained GEMM loop: warm up until the temperature is steady (or ``max_warmup_s``), then run
+    ``duration_s``; each ~``chunk_s`` chunk is one flop/s sample. Warm-up samples are reported apart."""
+    m = int(p["size"])
+    a = torch.randn(m, m, device=dev, dtype=torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    flops = 2.0 * m**3
+    t0 = time.monotonic()
+    times: list[float] = []
+    temps: list[float] = []
+    warm: list[float] = []
+    steady: list[float] = []
+    warmup_s: float | None = None
+    while True:
+        now = time.monotonic() - t0
+        if warmup_s is None and (now >= float(p["max_warmup_s"]) or (
+                now >= float(p["min_warmup_s"]) and thermal_steady(times, temps))):
+            warmup_s = now
+        if warmup_s is not None and now - warmup_s >= float(p["duration_s"]):
+            break
+        rate = _soak_chunk(a, flops, dev, float(p.get("chunk_s", 1.0)))
+        (warm if warmup_s is None else steady).append(rate)
+        temp = _temperature()
+        if temp is not None:
+            times.append(time.monotonic() - t0)
+            temps.append(temp)
+    cfg = {"size": m, "duration_s": float(p["duration_s"])}
+    extra: dict[str, Any] = {"warmup_samples": len(warm), "warmup_flops_per_s": warm, "temps_c": temps[-120:],
+             "steady_detected": bool(times) and thermal_steady(times, temps)}
+    out = [_result("soak_warmup_s", warmup_s or 0.0, "s", cfg, **extra)]
+    if steady:
+        row = _result("soak_flops_per_s", sorted(steady)[len(steady) // 2], "flop/s", cfg,
+                      raw_flops_per_s=steady, first_flops_per_s=warm[0] if warm else None)
+        row["extra"].update(percentiles(steady, "_flops_per_s"))
+        out.append(row)
+    return {"results": out}
+
+
+def _soak_chunk(a: torch.Tensor, flops: float, dev: torch.device, chunk_s: float) -> float:
+    start, done = time.perf_counter(), 0
+    while time.perf_counter() - start < chunk_s:
+        for _ in range(4):
+            torch.mm(a, a)
+        done += 4
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+    return done * flops / (time.perf_counter() - start)
+
+
+def _fault(p: dict[str, Any], dev: torch.device) -> Outcome:
+    """Fail on purpose (tests): ``memory`` raises MemoryError, ``kill`` SIGKILLs this process, ``hang`` sleeps
+    past any timeout, ``raise`` raises RuntimeError, ``skip`` is unsupported."""
+    mode = p["mode"]
+    print(f"fault case: {mode}", flush=True)
+    if mode == "memory":
+        raise MemoryError("the batch does not fit (fault case)")
+    if mode == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "hang":
+        time.sleep(3600)
+    if mode == "skip":
+        raise Unsupported("this case is skipped on purpose (fault case)")
+    raise RuntimeError(f"fault case {mode!r}")
+
+
+KINDS: dict[str, Callable[[dict[str, Any], torch.device], Outcome]] = {
+    "gemm": _gemm, "copy": _copy, "pinned": _pinned, "launch": _launch, "decode": _decode,
+    "prefill": _prefill, "train": _train, "soak": _soak, "fault": _fault,
+}
+
+
+def run_case(case: dict[str, Any]) -> Outcome:
+    """Run one case dict (module docstring); an unsupported case comes back ``skipped`` with its reason."""
+    dev = _device()
+    try:
+        outcome = KINDS[case["kind"]](dict(case.get("params", {})), dev)
+    except Unsupported as e:
+        return {"status": "skipped", "reason": str(e), "results": [], "failures": []}
+    return {"status": "ok", "results": outcome.get("results", []), "failures": outcome.get("failures", [])}

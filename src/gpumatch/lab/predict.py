@@ -1,0 +1,96 @@
+"""The estimator's prediction of a measured result, and the datasheet figure of a microbenchmark.
+
+Predictions go through :mod:`gpumatch.calibrate` (the one mapping of a bench row to estimator options:
+:func:`~gpumatch.calibrate.cases.arch_of`, :func:`~gpumatch.calibrate.cases.train_setup`,
+:func:`~gpumatch.calibrate.compare.predict`):
+
+- ``decode_step_s`` -> ``tpot_s`` with ``prompt = context - 1, gen = 1``;
+- ``prefill_s`` -> ``prefill_s`` with ``prompt = seq``;
+- ``train_step_s`` -> ``step_s``; ``train_peak_memory_bytes`` -> the estimate's bytes held by PyTorch.
+
+``gemm_flops_per_s`` and ``copy_bytes_per_s`` have no estimator model; they get the card's datasheet figure
+(dense peak of that precision, HBM bandwidth) as ``datasheet`` instead. A card the catalog does not know, a case the
+estimator refuses, or a machine without the catalog's dependencies (pydantic) has no prediction (None).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpumatch.errors import GpumatchError
+
+PREDICTED_METRICS = {"decode_step_s": "tpot_s", "prefill_s": "prefill_s", "train_step_s": "step_s",
+                     "train_peak_memory_bytes": "reserved_bytes"}
+
+
+def catalog_gpu(gpu_name: str | None) -> str | None:
+    """The catalog name of the card nvidia-smi calls ``gpu_name`` (None when unknown or absent)."""
+    if not gpu_name:
+        return None
+    try:
+        from gpumatch.catalog import get_gpu
+
+        return get_gpu(gpu_name).name
+    except (GpumatchError, ImportError):  # an unknown card; a machine without pydantic (the catalog's loader)
+        return None
+
+
+def _options(metric: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    from gpumatch.calibrate.cases import train_setup
+
+    if metric == "decode_step_s":
+        return {"task": "infer", "batch": config["batch"], "prompt": config["context"] - 1, "gen": 1}
+    if metric == "prefill_s":
+        return {"task": "infer", "batch": config["batch"], "prompt": config["seq"], "gen": 1}
+    if metric in ("train_step_s", "train_peak_memory_bytes"):
+        return train_setup(config)[1]
+    return None
+
+
+def predict(metric: str, config: dict[str, Any], shape: dict[str, Any] | None, gpu: str | None) -> float | None:
+    """gpumatch's estimate of ``metric`` for the case ``config`` of model ``shape`` on catalog card ``gpu``."""
+    if gpu is None or shape is None or metric not in PREDICTED_METRICS:
+        return None
+    from gpumatch.calibrate.cases import MeasuredCase
+    from gpumatch.calibrate.compare import predict as estimate_case
+    options = _options(metric, config)
+    if options is None:
+        return None
+    case = MeasuredCase(case_id="", kind="", shape=shape, options=options, metric=PREDICTED_METRICS[metric],
+                        measured=0.0, source="", fit=False)
+    try:
+        value = estimate_case(case, gpu=gpu)
+    except (GpumatchError, KeyError, ValueError, ZeroDivisionError):
+        return None
+    return value if value > 0 else None
+
+
+def datasheet(metric: str, config: dict[str, Any], gpu: str | None) -> float | None:
+    """The datasheet figure a microbenchmark is read against (module docstring), or None."""
+    if gpu is None:
+        return None
+    try:
+        from gpumatch.catalog import get_gpu
+
+        spec = get_gpu(gpu)
+    except (GpumatchError, ImportError):
+        return None
+    if metric == "gemm_flops_per_s":
+        peak = spec.peak_flops_per_s.get(str(config.get("precision")))
+        return float(peak) if peak else None
+    if metric in ("copy_bytes_per_s", "read_bytes_per_s"):
+        return float(spec.memory_bandwidth_bytes_per_s)
+    return None
+
+
+def annotate(metric: str, value: float, config: dict[str, Any], shape: dict[str, Any] | None,
+             gpu: str | None) -> dict[str, Any]:
+    """What goes beside a measured ``value``: ``predicted`` and ``ratio`` = measured / predicted, else the
+    ``datasheet`` figure and measured / datasheet, else nothing."""
+    p = predict(metric, config, shape, gpu)
+    if p is not None:
+        return {"predicted": p, "ratio": value / p, "predicted_by": f"gpumatch estimate on {gpu}"}
+    d = datasheet(metric, config, gpu)
+    if d is not None:
+        return {"datasheet": d, "ratio": value / d, "predicted_by": f"datasheet of {gpu}"}
+    return {}

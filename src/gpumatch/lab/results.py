@@ -1,0 +1,122 @@
+"""Stored bench runs read back: ``bench list``, ``show``, ``compare`` and ``export`` as library calls.
+
+Everything here opens the store read-only. A run's cases come from its ``case`` events, its measured values
+from its results (``extra`` holds ``n``, the percentiles ``n`` supports, ``predicted`` / ``datasheet`` and
+``ratio``), its failed and skipped cases from its failures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpumatch.errors import InputError
+
+PERCENTILE_KEYS = ("p50_s", "p90_s", "p99_s")
+
+
+def list_bench_runs(store: Path | None, limit: int = 50) -> list[dict[str, Any]]:
+    """Bench runs, newest first (``[]`` when the default store does not exist yet)."""
+    from gpumatch.store import list_runs
+
+    _, runs = list_runs(store, "bench", limit)
+    return [{"run_id": r.run_id, "name": r.name, "status": r.status, "started_at": r.started_at[:19].replace("T", " "),
+             "duration_s": r.duration_s, "results": r.n_results, "failures": r.n_failures,
+             "manifest": r.manifest_sha256[:12]} for r in runs]
+
+
+def load_run(store: Path | None, run_id: int) -> dict[str, Any]:
+    """One bench run: ``run`` (the record), ``manifest``, ``cases``, ``results`` (flat rows) and ``failures``."""
+    from gpumatch.store import open_existing_store
+
+    with open_existing_store(store) as st:
+        data = st.export_run(run_id)
+    run = data["run"]
+    if run.get("kind") != "bench":
+        raise InputError(f"run {run_id} is a {run.get('kind')} run, not a bench run",
+                         "'gpumatch bench list' lists the bench runs")
+    manifest = run.get("manifest") or {}
+    return {"run": {k: v for k, v in run.items() if k != "manifest"}, "manifest": manifest,
+            "cases": [e["data"] for e in data["events"] if e["kind"] == "case"],
+            "results": [result_row(r, manifest) for r in data["results"]],
+            "failures": [{"case": (f.get("config") or {}).get("case"), "error_class": f["error_class"],
+                          "message": f["message"], "config": f.get("config"), "log_tail": f.get("log_excerpt", "")}
+                         for f in data["failures"]]}
+
+
+def case_key(row: dict[str, Any]) -> str:
+    """What a result measures, as one line: the case, the metric and its configuration."""
+    cfg = {k: v for k, v in (row.get("config") or {}).items() if k not in ("case", "kind")}
+    parts = " ".join(f"{k}={v}" for k, v in cfg.items() if not isinstance(v, dict | list))
+    return f"{(row.get('config') or {}).get('case', '')} {row['metric']} {parts}".strip()
+
+
+def _predict_now(r: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """The prediction of a result stored without one (a run on a machine without the catalog's pydantic): made
+    now from the manifest's card and model shapes, marked ``predicted_when: read``."""
+    from gpumatch.lab.predict import annotate, catalog_gpu
+
+    if manifest.get("device.kind") != "cuda":
+        return {}
+    gpu = catalog_gpu(manifest.get("gpu.name"))
+    shape = manifest.get("model.train_architecture" if r["metric"].startswith("train") else "model.architecture")
+    got = annotate(r["metric"], float(r["value"]), r.get("config") or {}, shape, gpu)
+    return {**got, "predicted_when": "read"} if got else {}
+
+
+def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stored result as a flat row: measured, predicted (or the datasheet), ratio, n and percentiles."""
+    extra = r.get("extra") or {}
+    if manifest is not None and "ratio" not in extra:
+        extra = {**extra, **_predict_now(r, manifest)}
+    row = {"case": (r.get("config") or {}).get("case"), "metric": r["metric"], "measured": r["value"],
+           "unit": r["unit"], "predicted": extra.get("predicted"), "datasheet": extra.get("datasheet"),
+           "ratio": extra.get("ratio"), "n": extra.get("n"), "config": r.get("config")}
+    for key in (*PERCENTILE_KEYS, "p50_flops_per_s", "p90_flops_per_s", "p99_flops_per_s"):
+        if key in extra:
+            row[key] = extra[key]
+    row["key"] = case_key(row)
+    return row
+
+
+def compare_runs(store: Path | None, run_a: int, run_b: int, force: bool = False) -> dict[str, Any]:
+    """Side by side per result: A, B and B/A. Refuses (InputError, exit 2) runs whose manifests differ in a
+    performance-relevant field (:data:`gpumatch.bench.manifest.PERFORMANCE_FIELDS`) unless ``force``; with
+    ``force`` they are listed in ``differing_fields``."""
+    from gpumatch.bench.manifest import differing_fields
+
+    a, b = load_run(store, run_a), load_run(store, run_b)
+    differing = differing_fields(a["manifest"], b["manifest"])
+    if differing and not force:
+        raise InputError(f"runs {run_a} and {run_b} differ in performance-relevant manifest fields: "
+                         f"{', '.join(differing)}", "compare runs of one setup, or add --force to compare anyway")
+    by_b = {r["key"]: r for r in b["results"]}
+    rows = []
+    for r in a["results"]:
+        other = by_b.pop(r["key"], None)
+        rows.append(_pair(r, other))
+    rows += [_pair(None, r) for r in by_b.values()]
+    return {"run_a": run_a, "run_b": run_b, "differing_fields": differing, "forced": bool(differing and force),
+            "rows": rows}
+
+
+def _pair(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
+    some = a or b or {}
+    va, vb = (a or {}).get("measured"), (b or {}).get("measured")
+    return {"case": some.get("case"), "metric": some.get("metric"), "key": some.get("key"), "unit": some.get("unit"),
+            "config": some.get("config"),
+            "a": va, "b": vb, "b_over_a": vb / va if va and vb is not None else None,
+            "n_a": (a or {}).get("n"), "n_b": (b or {}).get("n")}
+
+
+def export_run(store: Path | None, run_id: int, out: Path, force: bool = False) -> Path:
+    """Write the run (:func:`load_run`) as JSON to ``out``; refuses an existing file unless ``force``."""
+    if out.exists() and not force:
+        raise InputError(f"{out} exists", "give another --out or add --force to overwrite it")
+    if not out.parent.is_dir():
+        raise InputError(f"no folder {out.parent}", "create it first")
+    data = load_run(store, run_id)
+    out.write_text(json.dumps({"schema": "gpumatch.bench.run/1", **data}, indent=1, default=str) + "\n",
+                   encoding="utf-8")
+    return out

@@ -1,0 +1,131 @@
+"""The suites as data: which cases ``gpumatch bench run --suite quick|standard|soak`` runs, with each case's
+time limit and expected duration (for the ETA).
+
+Budgets (an H200, compile included; each case is one child process, ~5 s of start-up each):
+
+- ``quick`` (at most 3 minutes): GEMM at bf16 / fp16 / tf32 / fp32 / fp8 at 4096³, 8192³ and a decode-shaped
+  16×14336×4096; device copy bandwidth (64 MiB, 1 GiB); pinned host<->device (256 MiB); launch overhead; decode
+  of the model (default the Llama-3-8B shape) at batch 1 and 16, context 2048, with CUDA graphs; one prefill
+  (batch 1 × 2048); one Llama-3.2-1B training step set (batch 4 × 1024, AMP fp32 master).
+- ``standard`` (at most 15 minutes): quick's microbenchmarks on larger ladders (GEMM 1024³..16384³ and the
+  model's layer shapes, copies 1 MiB..4 GiB), decode over batch 1/4/16/64 × context 2048/8192 with CUDA graphs
+  and with torch.compile + graphs (one child per ladder: one model, one compilation), prefill over 4 shapes,
+  training with and without full recompute, bf16 and AMP.
+- ``soak`` (``--duration``, default 30 minutes, plus the warm-up): a sustained 8192³ GEMM loop; warm-up ends when
+  the GPU temperature's slope over the last 60 s is under 1 °C/min (at least 60 s, at most 15 minutes), then the
+  loop runs ``--duration`` seconds; warm-up chunks are reported apart.
+
+``tiny`` (``--tiny``, and automatically on a machine without CUDA): the same case list on a 2-layer model and
+small shapes, so a suite runs on a CPU in seconds (the CI smoke test). Cases the device cannot run (fp8, TF32 and
+pinned memory on CPU, CUDA graphs) come back skipped with their reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SUITES = ("quick", "standard", "soak")
+PRECISIONS = ("bf16", "fp16", "tf32", "fp32", "fp8")
+DEFAULT_SOAK_S = 1800.0
+TRAIN_MODEL = "llama-3.2-1b"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case: ``case_id`` (unique in the suite), the bench ``kind`` and its ``params``, the child's
+    ``timeout_s`` and the ``expected_s`` the ETA counts on."""
+
+    case_id: str
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 300.0
+    expected_s: float = 10.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.case_id, "kind": self.kind, "params": self.params}
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    """What to run: the suite's name, the model shape for decode/prefill (a bench shape dict), the training
+    shape, the GEMM precisions, ``tiny``, the soak duration and the data seed."""
+
+    name: str
+    model: dict[str, Any]
+    train_model: dict[str, Any]
+    precisions: tuple[str, ...] = PRECISIONS
+    tiny: bool = False
+    duration_s: float = DEFAULT_SOAK_S
+    seed: int = 0
+    extra_cases: tuple[Case, ...] = ()
+
+
+def _gemms(spec: SuiteSpec, shapes: list[tuple[int, int, int]], timeout: float) -> list[Case]:
+    return [Case(f"gemm-{p}", "gemm", {"precision": p, "shapes": shapes}, timeout, 8.0) for p in spec.precisions]
+
+
+def _model_gemm_shapes(model: dict[str, Any], ms: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    h, f = int(model["hidden"]), int(model["ffn"])
+    return [(m, n, k) for m in ms for (n, k) in ((2 * f, h), (h, f))]
+
+
+def _quick(spec: SuiteSpec) -> list[Case]:
+    if spec.tiny:
+        gemm_shapes = [(64, 64, 64), (16, 128, 64)]
+        copies, pinned, ctx, seq, train = [2**16, 2**20], 2**20, 64, 32, (2, 32)
+    else:
+        gemm_shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 14336, 4096)]
+        copies, pinned, ctx, seq, train = [2**26, 2**30], 2**28, 2048, 2048, (4, 1024)
+    t = 120.0 if spec.tiny else 300.0
+    m, seed = spec.model, spec.seed
+    variant = "eager" if spec.tiny else "graph"
+    return [
+        *_gemms(spec, gemm_shapes, t),
+        Case("copy", "copy", {"sizes": copies}, t, 4.0),
+        Case("pinned", "pinned", {"size_bytes": pinned}, t, 4.0),
+        Case("launch", "launch", {}, t, 4.0),
+        *(Case(f"decode-b{b}", "decode", {"model": m, "batch": b, "context": ctx, "variant": variant, "seed": seed},
+               t, 15.0) for b in (1, 16)),
+        Case("prefill", "prefill", {"model": m, "batch": 1, "seq": seq, "seed": seed}, t, 12.0),
+        Case("train", "train", {"model": spec.train_model, "batch": train[0], "seq": train[1], "recompute": "none",
+                                "master": "fp32", "seed": seed}, t, 20.0),
+    ]
+
+
+def _standard(spec: SuiteSpec) -> list[Case]:
+    if spec.tiny:
+        return [*_quick(spec), Case("train-recompute", "train", {
+            "model": spec.train_model, "batch": 2, "seq": 32, "recompute": "full", "master": "none",
+            "seed": spec.seed}, 120.0, 5.0)]
+    m, seed, t = spec.model, spec.seed, 420.0
+    squares = [(s, s, s) for s in (1024, 2048, 4096, 8192, 16384)]
+    cases = [*_gemms(spec, squares + _model_gemm_shapes(m, (1, 16, 128, 2048)), t),
+             Case("copy", "copy", {"sizes": [2**p for p in range(20, 33, 2)]}, t, 10.0),
+             Case("pinned", "pinned", {"size_bytes": 2**30}, t, 6.0), Case("launch", "launch", {}, t, 4.0)]
+    for variant in ("graph", "compiled-graph"):  # one child per ladder: one model, one compilation
+        for ctx in (2048, 8192):
+            cases.append(Case(f"decode-{variant}-ctx{ctx}", "decode", {
+                "model": m, "batches": [1, 4, 16, 64], "context": ctx, "variant": variant, "seed": seed}, 540.0,
+                90.0 if variant.startswith("compiled") else 30.0))
+    cases += [Case(f"prefill-b{b}-s{s}", "prefill", {"model": m, "batch": b, "seq": s, "seed": seed}, t, 12.0)
+              for b, s in ((1, 512), (1, 2048), (1, 8192), (4, 2048))]
+    for b, s, rc, master in ((4, 1024, "none", "fp32"), (4, 1024, "full", "fp32"), (4, 2048, "none", "none"),
+                             (8, 2048, "full", "none")):
+        cases.append(Case(f"train-b{b}-s{s}-rc{rc}-{master}", "train", {
+            "model": spec.train_model, "batch": b, "seq": s, "recompute": rc, "master": master, "seed": seed},
+            t, 20.0))
+    return cases
+
+
+def _soak(spec: SuiteSpec) -> list[Case]:
+    warm = (1.0, 2.0) if spec.tiny else (60.0, 900.0)
+    params = {"size": 256 if spec.tiny else 8192, "duration_s": spec.duration_s, "min_warmup_s": warm[0],
+              "max_warmup_s": warm[1], "chunk_s": 0.2 if spec.tiny else 1.0}
+    return [Case("soak-gemm", "soak", params, spec.duration_s + warm[1] + 120.0, spec.duration_s + warm[0])]
+
+
+def build_cases(spec: SuiteSpec) -> list[Case]:
+    """The suite's cases in order, then ``spec.extra_cases``."""
+    builders = {"quick": _quick, "standard": _standard, "soak": _soak}
+    return [*builders[spec.name](spec), *spec.extra_cases]

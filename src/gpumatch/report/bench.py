@@ -1,0 +1,190 @@
+"""Views of ``gpumatch bench``: the progress of a run (a rich bar on a terminal, plain lines otherwise), the run
+list, one run's cases and results (measured, predicted, ratio, n, percentiles), a comparison, all within 80
+columns. Computes nothing new: the numbers come from :mod:`gpumatch.lab`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, TextIO
+
+from gpumatch.report.render import Column, key_values, to_csv, to_table
+
+LIST_COLUMNS = [Column("run_id", "run"), Column("name", wrap=False, cut_to=26), Column("status", wrap=False),
+                Column("started_at", "started", drop=3), Column("results", drop=2), Column("failures", drop=1),
+                Column("manifest", drop=4)]
+_UNITS = (("flop/s", 1e12, "TFLOP/s"), ("B/s", 1e9, "GB/s"), ("token/s", 1.0, "tok/s"), ("s", 1e-3, "ms"),
+          ("B", 2**30, "GiB"), ("1", 0.01, "%"))
+
+
+def value_text(value: Any, unit: str) -> str:
+    """``value`` (SI, in ``unit``) in the unit a person reads: TFLOP/s, GB/s, ms, GiB, %; '-' for None."""
+    if value is None:
+        return "-"
+    for name, scale, shown in _UNITS:
+        if unit == name:
+            v = float(value) / scale
+            return f"{v:.3g} {shown}" if abs(v) < 1000 else f"{v:,.0f} {shown}"
+    return f"{float(value):.4g} {unit}"
+
+
+def _pct(row: dict[str, Any]) -> str:
+    """``n`` and the percentiles it supports, in ms (p90 from 10 samples, p99 from 100)."""
+    parts = [f"{k[:3]} {row[k] * 1e3:.3g}" for k in ("p50_s", "p90_s", "p99_s") if row.get(k) is not None]
+    n = row.get("n")
+    return " ".join([f"n={n}" if n is not None else "n=-", *parts])
+
+
+def config_text(config: dict[str, Any] | None) -> str:
+    """A result's configuration in a few characters: ``4096x4096x4096``, ``b16 c2048``, ``b4 s1024 rc=full``,
+    ``1 GiB``."""
+    c = config or {}
+    if {"m", "n", "k"} <= c.keys():
+        return f"{c['m']}x{c['n']}x{c['k']}"
+    if "size_bytes" in c:
+        size = int(c["size_bytes"])
+        return f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
+    parts = [f"b{c['batch']}"] if "batch" in c else []
+    parts += [f"c{c['context']}"] if "context" in c else []
+    parts += [f"s{c['seq']}"] if "seq" in c else []
+    parts += [f"rc={c['recompute']}"] if c.get("recompute") not in (None, "none") else []
+    return " ".join(parts)
+
+
+RESULT_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_to=18),
+                  Column("measured", wrap=False, align="right"), Column("predicted", wrap=False, align="right",
+                                                                       drop=3),
+                  Column("ratio", wrap=False, align="right", drop=2)]
+TIMING_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_to=18),
+                  Column("pct_ms", "n and percentiles (ms)", wrap=False)]
+CSV_COLUMNS = ["case", "metric", "measured", "unit", "predicted", "datasheet", "ratio", "n", "p50_s", "p90_s",
+               "p99_s", "key"]
+
+
+def result_cells(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        ref = r["predicted"] if r.get("predicted") is not None else r.get("datasheet")
+        mark = "" if r.get("predicted") is not None or ref is None else " (ds)"
+        what = config_text(r.get("config"))
+        out.append({"case": f"{r['case']} {what}".strip(), "metric": r["metric"],
+                    "measured": value_text(r["measured"], r["unit"]),
+                    "predicted": value_text(ref, r["unit"]) + mark,
+                    "ratio": "-" if r.get("ratio") is None else f"{r['ratio']:.2f}",
+                    "n_given": r.get("n") is not None and r["unit"] == "s", "pct_ms": _pct(r)})
+    return out
+
+
+def show_text(data: dict[str, Any]) -> str:
+    """``bench show``: the run, its results, its failed and skipped cases."""
+    run, man = data["run"], data["manifest"]
+    head = {"run": run["run_id"], "name": run["name"], "status": run["status"],
+            "gpu": man.get("gpu.name") or man.get("device.name"), "torch": man.get("software.torch"),
+            "manifest": str(run.get("manifest_sha256", ""))[:16]}
+    parts = [key_values(head)]
+    if data["results"]:
+        parts += ["", to_table(result_cells(data["results"]), RESULT_COLUMNS, "Results (predicted: gpumatch "
+                                                                              "estimate; (ds): datasheet)")]
+    timed = [c for c in result_cells(data["results"]) if c["n_given"]]
+    if timed:
+        parts += ["", to_table(timed, TIMING_COLUMNS, "Timings (p90 from n >= 10, p99 from n >= 100)")]
+    if data["failures"]:
+        rows = [{"case": f["case"], "class": f["error_class"], "reason": f["message"]} for f in data["failures"]]
+        parts += ["", to_table(rows, [Column("case", wrap=False), Column("class", wrap=False), Column("reason")],
+                               "Failed or skipped")]
+    return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+
+
+def show_csv(data: dict[str, Any]) -> str:
+    return to_csv(data["results"], CSV_COLUMNS)
+
+
+COMPARE_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_to=18),
+                   Column("a", "A", wrap=False, align="right"),
+                   Column("b", "B", wrap=False, align="right"), Column("ratio", "B/A", wrap=False, align="right")]
+
+
+def compare_text(cmp: dict[str, Any]) -> str:
+    rows = [{"case": f"{r['case']} {config_text(r.get('config'))}".strip(), "metric": r["metric"],
+             "a": value_text(r["a"], r["unit"] or ""), "b": value_text(r["b"], r["unit"] or ""),
+             "ratio": "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3f}"} for r in cmp["rows"]]
+    text = to_table(rows, COMPARE_COLUMNS, f"Run {cmp['run_a']} (A) against run {cmp['run_b']} (B)")
+    if cmp["differing_fields"]:
+        text = (f"warning: compared with --force; the manifests differ in {', '.join(cmp['differing_fields'])}\n"
+                + text)
+    return text
+
+
+class BenchProgress:
+    """``progress(phase, done, total, case_id, eta_s)`` for :func:`gpumatch.lab.run.run_bench`: a rich bar
+    (phase, case, ETA) on stderr when it is a terminal, one plain line per case otherwise."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self._bar: Any = None
+        self._task: Any = None
+        self._t0 = time.monotonic()
+        try:
+            self._tty = bool(self.stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            self._tty = False
+
+    def __call__(self, phase: str, done: int, total: int, case_id: str, eta_s: float) -> None:
+        if self._tty:
+            self._rich(phase, done, total, case_id, eta_s)
+            return
+        if phase == "case":
+            self._line(f"[{done + 1}/{total}] {case_id} (about {eta_s:.0f} s left)")
+        elif phase == "probe":
+            self._line("describing this machine (environment manifest)")
+
+    def _line(self, text: str) -> None:
+        try:
+            self.stream.write(f"gpumatch: {text}\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _rich(self, phase: str, done: int, total: int, case_id: str, eta_s: float) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        if self._bar is None:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[eta]}"), console=Console(file=self.stream), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("probe", total=max(total, 1), eta="")
+        label = f"{phase} {case_id}"[:30]
+        self._bar.update(self._task, description=label, completed=done, total=max(total, 1),
+                         eta=f"ETA {eta_s:.0f} s" if phase == "case" else "")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def __enter__(self) -> BenchProgress:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _reason(error_class: str, message: str, width: int = 72) -> str:
+    """``class: message`` on at most ``width`` characters (``bench show`` has the whole message and log)."""
+    if not message:
+        return ""
+    text = " ".join(message.split()) if error_class == "skipped" else f"{error_class}: {' '.join(message.split())}"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def run_summary(run: Any) -> str:
+    """The lines printed after ``bench run``: each case's status, then where the run is stored."""
+    rows = [{"case": c.case_id, "status": c.status, "seconds": f"{c.wall_s:.1f}", "results": c.results,
+             "reason": _reason(c.error_class, c.message)} for c in run.cases]
+    table = to_table(rows, [Column("case", wrap=False), Column("status", wrap=False), Column("seconds", drop=2),
+                            Column("results", drop=1), Column("reason")])
+    return table + f"\nrun {run.run_id} saved in {run.store_path} (gpumatch bench show {run.run_id})\n"
