@@ -5,8 +5,8 @@ returns a plain outcome dict: ``status`` (``ok`` or ``skipped``), ``reason`` (wh
 (``{metric, value, unit, config, extra}``: SI values, the timing's ``n`` and the percentiles ``n`` supports in
 ``extra``, the raw timings there too) and ``failures`` (a part of the case that failed while the rest ran:
 ``{config, error_class, message}``). Anything else (an out-of-memory error, a crash) propagates: the caller
-records it. Kinds: ``gemm``, ``copy``, ``pinned``, ``launch``, ``decode``, ``prefill``, ``train``, ``soak``, and
-``fault`` (fails on purpose: tests of the lab's failure handling).
+records it. Kinds: ``gemm``, ``copy``, ``pinned``, ``launch``, ``decode``, ``prefill``, ``train``, ``soak``,
+``kernelpath``, ``convergence`` and ``fault`` (fails on purpose: tests of the lab's failure handling).
 
 Metrics (unit): ``gemm_flops_per_s`` (flop/s), ``copy_bytes_per_s`` and ``read_bytes_per_s`` (B/s: copy counts
 read + write), ``h2d_bytes_per_s``/``d2h_bytes_per_s`` (B/s), ``launch_eager_s``/``launch_graph_kernel_s`` (s),
@@ -231,6 +231,52 @@ def _soak_chunk(a: torch.Tensor, flops: float, dev: torch.device, chunk_s: float
     return done * flops / (time.perf_counter() - start)
 
 
+def _kernelpath(p: dict[str, Any], dev: torch.device) -> Outcome:
+    """The workload's own GEMMs at its precision against aligned shapes (:mod:`gpumatch.bench.kernelpath`): per
+    GEMM its flop/s and its ratio to the aligned shape; flagged ones carry their reasons."""
+    from gpumatch.bench import kernelpath
+
+    rows = kernelpath.kernel_path_suite(p["model"], p["precision"], int(p["tokens"]), dev,
+                                        iters=int(p.get("iters", 10)))
+    out, failures = [], []
+    for r in rows:
+        cfg = {"gemm": r["name"], "m": r["m"], "n": r["n"], "k": r["k"], "precision": p["precision"],
+               "tokens": int(p["tokens"])}
+        if r.get("status") != "ok":
+            failures.append({"config": cfg, "error_class": str(r.get("status", "error")),
+                             "message": "; ".join(r.get("reasons", [])) or str(r.get("error", ""))})
+            continue
+        why = {"flagged": bool(r["flagged"]), "reasons": list(r["reasons"]), "ran_precision": r["ran_precision"],
+               "tensor_path": r.get("tensor_path"), "kernels": r.get("kernels")}
+        out.append(_result("kernel_path_flops_per_s", r["tflops_per_s"] * 1e12, "flop/s", cfg, r["timing"], **why))
+        out.append(_result("kernel_path_ratio", r["ratio_to_aligned"], "1", cfg, **why))
+    return {"results": out, "failures": failures}
+
+
+def _convergence(p: dict[str, Any], dev: torch.device) -> Outcome:
+    """Loss curves per variant on a learnable Markov source (:mod:`gpumatch.bench.convergence`): the loss reached,
+    the time to the common loss and the source's entropy (the floor), per variant."""
+    from gpumatch.bench import convergence
+
+    source = convergence.MarkovSource(states=int(p.get("states", 64)))
+    kw = {k: p[k] for k in ("steps", "batch", "seq", "lr") if k in p}
+    rows, comparison = convergence.convergence_suite(p["model"], dev, variants=[tuple(v) for v in p["variants"]],
+                                                     source=source, **kw)
+    out, failures = [], []
+    by_variant = {(v["precision"], v["recompute"]): v for v in comparison.get("variants", [])}
+    for r in rows:
+        cfg = {"precision": r["precision"], "recompute": r["recompute"], "steps": r.get("steps")}
+        if r.get("status") != "ok":
+            failures.append({"config": cfg, "error_class": str(r.get("status")), "message": str(r.get("reason", ""))})
+            continue
+        cmp = by_variant.get((r["precision"], r["recompute"]), {})
+        extra = {"entropy_nats": r["entropy_nats"], "curve": r["curve"], "time_to_common_loss_s":
+                 cmp.get("time_to_common_loss_s"), "loss_at_common_time": cmp.get("loss_at_common_time")}
+        out.append(_result("convergence_final_loss", r["final_loss"], "nat", cfg, **extra))
+        out.append(_result("convergence_tokens_per_s", r["tokens_per_s"], "token/s", cfg))
+    return {"results": out, "failures": failures}
+
+
 def _fault(p: dict[str, Any], dev: torch.device) -> Outcome:
     """Fail on purpose (tests): ``memory`` raises MemoryError, ``kill`` SIGKILLs this process, ``hang`` sleeps
     past any timeout, ``raise`` raises RuntimeError, ``skip`` is unsupported."""
@@ -249,7 +295,8 @@ def _fault(p: dict[str, Any], dev: torch.device) -> Outcome:
 
 KINDS: dict[str, Callable[[dict[str, Any], torch.device], Outcome]] = {
     "gemm": _gemm, "copy": _copy, "pinned": _pinned, "launch": _launch, "decode": _decode,
-    "prefill": _prefill, "train": _train, "soak": _soak, "fault": _fault,
+    "prefill": _prefill, "train": _train, "soak": _soak, "kernelpath": _kernelpath, "convergence": _convergence,
+    "fault": _fault,
 }
 
 

@@ -6,11 +6,14 @@ Budgets (an H200, compile included; each case is one child process, ~5 s of star
 - ``quick`` (at most 3 minutes): GEMM at bf16 / fp16 / tf32 / fp32 / fp8 at 4096³, 8192³ and a decode-shaped
   16×14336×4096; device copy bandwidth (64 MiB, 1 GiB); pinned host<->device (256 MiB); launch overhead; decode
   of the model (default the Llama-3-8B shape) at batch 1 and 16, context 2048, with CUDA graphs; one prefill
-  (batch 1 × 2048); one Llama-3.2-1B training step set (batch 4 × 1024, AMP fp32 master).
+  (batch 1 × 2048); one Llama-3.2-1B training step set (batch 4 × 1024, AMP fp32 master); the kernel-path check
+  of the model's GEMMs at bf16 (``bench.kernelpath``); loss curves of bf16 with and without full recompute on a
+  Markov source (``bench.convergence``, 300 steps of a 4-layer model).
 - ``standard`` (at most 15 minutes): quick's microbenchmarks on larger ladders (GEMM 1024³..16384³ and the
   model's layer shapes, copies 1 MiB..4 GiB), decode over batch 1/4/16/64 × context 2048/8192 with CUDA graphs
   and with torch.compile + graphs (one child per ladder: one model, one compilation), prefill over 4 shapes,
-  training with and without full recompute, bf16 and AMP.
+  training with and without full recompute, bf16 and AMP; the kernel-path check at bf16, fp8 and fp32; convergence
+  of five variants (bf16, bf16 + full recompute, fp16, fp32, fp8).
 - ``soak`` (``--duration``, default 30 minutes, plus the warm-up): a sustained 8192³ GEMM loop; warm-up ends when
   the GPU temperature's slope over the last 60 s is under 1 °C/min (at least 60 s, at most 15 minutes), then the
   loop runs ``--duration`` seconds; warm-up chunks are reported apart.
@@ -70,6 +73,29 @@ def _model_gemm_shapes(model: dict[str, Any], ms: tuple[int, ...]) -> list[tuple
     return [(m, n, k) for m in ms for (n, k) in ((2 * f, h), (h, f))]
 
 
+CONVERGENCE_MODEL = {"name": "convergence-small", "layers": 4, "hidden": 256, "heads": 4, "kv_heads": 2,
+                     "head_dim": 64, "ffn": 768, "vocab": 512, "tied": False}
+"""The model of the convergence cases (a 512-state Markov source: its vocabulary is the chain's states)."""
+
+
+def _kernel_path(spec: SuiteSpec, precisions: tuple[str, ...], t: float) -> list[Case]:
+    """The kernel-path check of the model's own GEMMs at 2048 tokens (16 tiny), one case per precision."""
+    tokens, iters = (16, 2) if spec.tiny else (2048, 10)
+    return [Case(f"kernelpath-{p}", "kernelpath", {"model": spec.model, "precision": p, "tokens": tokens,
+                                                   "iters": iters}, t, 8.0) for p in precisions]
+
+
+def _convergence(spec: SuiteSpec, variants: list[list[str]], t: float) -> Case:
+    """Loss curves per (precision, recompute) variant on a learnable Markov source."""
+    if spec.tiny:
+        params: dict[str, Any] = {"model": {**CONVERGENCE_MODEL, "layers": 1, "hidden": 64, "head_dim": 16,
+                                            "ffn": 128, "vocab": 32}, "states": 32, "steps": 40, "batch": 8,
+                                  "seq": 32, "lr": 1e-2}
+    else:
+        params = {"model": CONVERGENCE_MODEL, "states": 512, "steps": 300, "batch": 16, "seq": 256, "lr": 2e-3}
+    return Case("convergence", "convergence", {**params, "variants": variants}, t, 6.0 * len(variants))
+
+
 def _quick(spec: SuiteSpec) -> list[Case]:
     if spec.tiny:
         gemm_shapes = [(64, 64, 64), (16, 128, 64)]
@@ -90,6 +116,8 @@ def _quick(spec: SuiteSpec) -> list[Case]:
         Case("prefill", "prefill", {"model": m, "batch": 1, "seq": seq, "seed": seed}, t, 12.0),
         Case("train", "train", {"model": spec.train_model, "batch": train[0], "seq": train[1], "recompute": "none",
                                 "master": "fp32", "seed": seed}, t, 20.0),
+        *_kernel_path(spec, ("bf16",), t),
+        _convergence(spec, [["bf16", "none"], ["bf16", "full"]], t),
     ]
 
 
@@ -115,6 +143,9 @@ def _standard(spec: SuiteSpec) -> list[Case]:
         cases.append(Case(f"train-b{b}-s{s}-rc{rc}-{master}", "train", {
             "model": spec.train_model, "batch": b, "seq": s, "recompute": rc, "master": master, "seed": seed},
             t, 20.0))
+    cases += _kernel_path(spec, ("bf16", "fp8", "fp32"), t)
+    cases.append(_convergence(spec, [["bf16", "none"], ["bf16", "full"], ["fp16", "none"], ["fp32", "none"],
+                                     ["fp8", "none"]], t))
     return cases
 
 
