@@ -102,9 +102,10 @@ def header(d: dict[str, Any]) -> str:
         lines.append("  " + "; ".join(x for x in ("targets: " + ", ".join(wants) if wants else "",
                                                    "limits: " + ", ".join(limits) if limits else "") if x))
     searched = (f"{plural(d['candidates_evaluated'], 'candidate')} (≤ {plural(r['max_gpus'], 'GPU')}, "
-                f"{r['gpus_per_node']} per node): {d['feasible']:,} feasible in {d['elapsed_s']:.2f} s; "
-                f"basis {d['basis']}")
-    lines.append("  " + searched)
+                f"{r['gpus_per_node']} per node): {d['feasible']:,} feasible in {d['elapsed_s']:.2f} s")
+    basis = f"basis {d['basis']}"
+    one = f"  {searched}; {basis}"
+    lines += [one] if len(one) <= 80 else [f"  {searched};", f"  {basis}"]  # a slow first run widens the time
     prices = _price_basis(d)
     if prices:
         lines.append("  " + prices)
