@@ -40,6 +40,12 @@ def _result(metric: str, value: float, unit: str, config: dict[str, Any],
     return {"metric": metric, "value": float(value), "unit": unit, "config": config, "extra": ext}
 
 
+def _power(row: dict[str, Any]) -> dict[str, Any]:
+    """The power window of a timed row (:func:`gpumatch.bench.timing.power_window`) as result extras."""
+    w = row.get("power_window")
+    return {"power_window_monotonic_s": w["monotonic_s"], "power_window_iters": w["iters"]} if w else {}
+
+
 def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -111,7 +117,8 @@ def _decode(p: dict[str, Any], dev: torch.device) -> Outcome:
     for batch in batches:
         cfg = {"model": model.s.name, "batch": batch, "context": int(p["context"]), "variant": variant}
         try:
-            got = _decode_one(model, batch, int(p["context"]), variant, compiled, int(p.get("iters", 100)), cfg)
+            got = _decode_one(model, batch, int(p["context"]), variant, compiled, int(p.get("iters", 100)), cfg,
+                              float(p.get("power_window_s", 0.0)))
         except Exception as e:
             if len(batches) == 1 or not _is_oom(e):
                 raise
@@ -127,32 +134,43 @@ def _is_oom(e: BaseException) -> bool:
 
 
 def _decode_one(model: Any, batch: int, ctx: int, variant: str, compiled: Any, iters: int,
-                cfg: dict[str, Any]) -> Outcome:
+                cfg: dict[str, Any], power_window_s: float = 0.0) -> Outcome:
     from gpumatch.bench.decode import decode_case, make_caches
 
     caches = make_caches(model, batch, ctx)
-    row = decode_case(model, batch, ctx, [variant], iters=iters, compiled=compiled, caches=caches)[0]
+    row = decode_case(model, batch, ctx, [variant], iters=iters, compiled=compiled, caches=caches,
+                      power_window_s=power_window_s)[0]
     if row["status"] != "ok":
         return {"failures": [{"config": cfg, "error_class": "error", "message": row["error"]}]}
-    weight_bytes = 2 * sum(t.numel() for t in model.parameters())
-    bytes_per_step = weight_bytes + model.s.kv_bytes_per_token_bf16 * batch * ctx
+    bytes_per_step = decode_bytes_per_step(model, batch, ctx)
     step = row["timing"]["median_s"]
-    extra = {"bytes_per_step": bytes_per_step, "setup_s": row.get("setup_s")}
+    extra = {"bytes_per_step": bytes_per_step, "setup_s": row.get("setup_s"), **_power(row)}
     return {"results": [
         _result("decode_step_s", step, "s", cfg, row["timing"], **extra),
         _result("decode_tokens_per_s", batch / step, "token/s", cfg),
     ]}
 
 
+def decode_bytes_per_step(model: Any, batch: int, ctx: int) -> int:
+    """Bytes one decode step must read: every bf16 weight except the embedding table (a step reads one row
+    of it per sequence; a tied head reads it whole as the LM head, so then it counts) plus the K/V cache
+    (2 · layers · KV heads · head dim · 2 B per token, × batch × context)."""
+    params = sum(t.numel() for name, t in model.named_parameters() if not name.startswith("embed."))
+    if model.s.tied:
+        params += model.embed.weight.numel()
+    return int(2 * params + model.s.kv_bytes_per_token_bf16 * batch * ctx)
+
+
 def _prefill(p: dict[str, Any], dev: torch.device) -> Outcome:
     from gpumatch.bench.decode import prefill_case
 
     model = _model(p, dev)
-    row = prefill_case(model, int(p["batch"]), int(p["seq"]), iters=int(p.get("iters", 10)))
+    row = prefill_case(model, int(p["batch"]), int(p["seq"]), iters=int(p.get("iters", 10)),
+                       power_window_s=float(p.get("power_window_s", 0.0)))
     if row["status"] == "oom":
         raise MemoryError(row.get("error", "out of memory"))
     cfg = {"model": model.s.name, "batch": int(p["batch"]), "seq": int(p["seq"])}
-    return {"results": [_result("prefill_s", row["timing"]["median_s"], "s", cfg, row["timing"]),
+    return {"results": [_result("prefill_s", row["timing"]["median_s"], "s", cfg, row["timing"], **_power(row)),
                         _result("prefill_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]}
 
 
@@ -161,14 +179,15 @@ def _train(p: dict[str, Any], dev: torch.device) -> Outcome:
 
     torch.manual_seed(int(p.get("seed", 0)))
     row = train_case(p["model"], int(p["batch"]), int(p["seq"]), p["recompute"], p["master"], dev,
-                     iters=int(p.get("iters", 10)), max_s=float(p.get("max_s", 10.0)))
+                     iters=int(p.get("iters", 10)), max_s=float(p.get("max_s", 10.0)),
+                     power_window_s=float(p.get("power_window_s", 0.0)))
     if row["status"] == "oom":
         raise MemoryError(row.get("error", "out of memory"))
     cfg = {"model": row["model"], "batch": row["batch"], "seq": row["seq"], "recompute": row["recompute"],
            "master": row["master"]}
     step = row["timing"]["median_s"]
     out = [_result("train_step_s", step, "s", cfg, row["timing"], params=row["params"],
-                   first_step_s=row.get("first_step_s"), warmup_steps=1),
+                   first_step_s=row.get("first_step_s"), warmup_steps=1, **_power(row)),
            _result("train_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]
     if "max_memory_reserved_bytes" in row:
         out.append(_result("train_peak_memory_bytes", row["max_memory_reserved_bytes"], "B", cfg))

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from gpumatch.bench.llama import Llama, attention_path, decode_logits, decode_step, rope_tables
-from gpumatch.bench.timing import synchronize, time_fn
+from gpumatch.bench.timing import power_window, synchronize, time_fn
 
 VARIANTS = ("eager", "compiled", "graph", "compiled-graph")
 """The decode variants :func:`decode_case` times (module docstring); any other name is refused."""
@@ -81,8 +81,10 @@ def decode_case(
     iters: int = 30,
     compiled: Callable[..., torch.Tensor] | None = None,
     caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+    power_window_s: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """Time one decode step at (batch, context) for each variant; one result dict per variant.
+    """Time one decode step at (batch, context) for each variant; one result dict per variant (with
+    ``power_window_s`` > 0, then step on for that long: :func:`gpumatch.bench.timing.power_window`).
 
     A variant not in :data:`VARIANTS` is a ValueError before anything runs (it would otherwise be timed as
     ``graph`` under a wrong name)."""
@@ -117,6 +119,8 @@ def decode_case(
                     fn = _capture(step, warmup)
                 row["setup_s"] = time.perf_counter() - t0
                 row["timing"] = time_fn(fn, dev, warmup=warmup, iters=iters)
+                if power_window_s > 0:
+                    row["power_window"] = power_window(fn, dev, power_window_s)
             row["status"] = "ok"
             row["tokens_per_s"] = batch / row["timing"]["median_s"]
         except Exception as exc:  # a failed variant is a result too (recorded, not raised)
@@ -150,8 +154,10 @@ def check_compiled(model: Llama, compiled: Callable[..., torch.Tensor], batch: i
     return {"compiled_vs_eager_rel_l2": err, "finite": bool(torch.isfinite(out).all())}
 
 
-def prefill_case(model: Llama, batch: int, seq: int, warmup: int = 2, iters: int = 6) -> dict[str, Any]:
-    """Time one prefill of batch × seq random tokens; logits of the last position only."""
+def prefill_case(model: Llama, batch: int, seq: int, warmup: int = 2, iters: int = 6,
+                 power_window_s: float = 0.0) -> dict[str, Any]:
+    """Time one prefill of batch × seq random tokens; logits of the last position only (then, with
+    ``power_window_s`` > 0, prefill on for that long: :func:`gpumatch.bench.timing.power_window`)."""
     dev = model.embed.weight.device
     row: dict[str, Any] = {"kind": "prefill", "batch": batch, "seq": seq}
     try:
@@ -161,6 +167,8 @@ def prefill_case(model: Llama, batch: int, seq: int, warmup: int = 2, iters: int
             torch.cuda.reset_peak_memory_stats(dev)
         with torch.inference_mode():
             row["timing"] = time_fn(lambda: model.prefill_logits(tokens, rope), dev, warmup=warmup, iters=iters)
+            if power_window_s > 0:
+                row["power_window"] = power_window(lambda: model.prefill_logits(tokens, rope), dev, power_window_s)
         if dev.type == "cuda":
             row["max_memory_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
         row["tokens_per_s"] = batch * seq / row["timing"]["median_s"]

@@ -67,3 +67,21 @@ def time_fn(
         if max_s is not None and spent > max_s and len(samples) >= 3:
             break
     return summarize(samples)
+
+
+def power_window(fn: Callable[[], Any], device: torch.device, seconds: float) -> dict[str, Any]:
+    """Run ``fn`` back to back for at least ``seconds`` (after the timed samples) so the telemetry sampler
+    (10 Hz) sees the case's steady power: returns ``{"monotonic_s": [t0, t1], "iters": n}`` on the host's
+    monotonic clock, which the parent maps onto its sampler's clock. The energy counter and instant power
+    need windows of about a second or more (benchmark-method.md section 2)."""
+    synchronize(device)
+    t0 = time.monotonic()
+    n = 0
+    while True:
+        for _ in range(8):
+            fn()
+        n += 8
+        synchronize(device)
+        t1 = time.monotonic()
+        if t1 - t0 >= seconds:
+            return {"monotonic_s": [t0, t1], "iters": n}

@@ -33,7 +33,7 @@ from gpumatch.bench.decode import free
 from gpumatch.bench.llama import attention_path, build_model, rope_tables
 from gpumatch.bench.lora import ALPHA, BASE_FORMAT, TARGETS, VARIANTS, add_adapters
 from gpumatch.bench.shapes import LlamaShape
-from gpumatch.bench.timing import time_fn
+from gpumatch.bench.timing import power_window, time_fn
 
 
 def _memory(dev: torch.device) -> dict[str, int]:
@@ -58,8 +58,10 @@ def train_case(
     max_s: float | None = None,
     variant: str = "full",
     lora_rank: int = 0,
+    power_window_s: float = 0.0,
 ) -> dict[str, Any]:
-    """Time training steps and record peak memory; an out-of-memory case is returned with status 'oom'."""
+    """Time training steps and record peak memory; an out-of-memory case is returned with status 'oom'. With
+    ``power_window_s`` > 0, step on for that long after timing (:func:`gpumatch.bench.timing.power_window`)."""
     s = LlamaShape.from_dict(shape)
     _check(recompute, master, variant, lora_rank)
     row: dict[str, Any] = {
@@ -72,7 +74,7 @@ def train_case(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     try:
-        _run(s, row, batch, seq, recompute, master, device, warmup, iters, max_s)
+        _run(s, row, batch, seq, recompute, master, device, warmup, iters, max_s, power_window_s)
         row["status"] = "ok"
     except torch.cuda.OutOfMemoryError as exc:
         row["status"] = "oom"
@@ -125,7 +127,7 @@ def _build(s: LlamaShape, batch: int, seq: int, recompute: str, master: str, dev
 
 
 def _run(s: LlamaShape, row: dict[str, Any], batch: int, seq: int, recompute: str, master: str,
-         device: torch.device, warmup: int, iters: int, max_s: float | None) -> None:
+         device: torch.device, warmup: int, iters: int, max_s: float | None, power_window_s: float = 0.0) -> None:
     """Build, step once, then time; fills ``row``. Locals die with this frame, so memory frees after it."""
     variant = row["variant"]
     step, row["trainable_params"] = _build(s, batch, seq, recompute, master, device, variant,
@@ -140,6 +142,8 @@ def _run(s: LlamaShape, row: dict[str, Any], batch: int, seq: int, recompute: st
     row["first_step_s"] = time.perf_counter() - t0
     row["after_first_step"] = _memory(device)
     row["timing"] = time_fn(step, device, warmup=max(warmup - 1, 0), iters=iters, max_s=max_s)
+    if power_window_s > 0:
+        row["power_window"] = power_window(step, device, power_window_s)
     row.update(_memory(device))
     row["tokens_per_s"] = batch * seq / row["timing"]["median_s"]
     row["attention_path"] = attention_path()

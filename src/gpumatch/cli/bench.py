@@ -39,6 +39,8 @@ def run_cmd(
     precision: list[str] = _PREC,
     tiny: bool = typer.Option(False, "--tiny", help="Tiny model and shapes (CPU smoke test)."),
     duration: float = typer.Option(1800.0, "--duration", help="Soak: seconds after warm-up."),
+    max_warmup: float = typer.Option(900.0, "--max-warmup", help="Soak: longest warm-up (s) before the "
+                                     "steady-state rule is given up on (it then says so)."),
     decode_batch: list[int] = _DB,
     case: list[str] = _CASE,
     seed: int = typer.Option(0, "--seed", help="Data seed."),
@@ -51,7 +53,7 @@ def run_cmd(
     precisions = tuple(p.strip() for x in precision for p in x.split(",") if p.strip()) or PRECISIONS
     req = BenchRequest(suite=suite, model=model, hf_config=hf_config, precisions=precisions, tiny=tiny or None,
                        store=store, duration_s=duration, seed=seed, decode_batches=tuple(decode_batch),
-                       only=tuple(case))
+                       only=tuple(case), max_warmup_s=max_warmup)
     with BenchProgress() as progress:
         run = run_bench(req, progress)
     emit(run_summary(run))

@@ -9,7 +9,9 @@ case is in the store whatever happens next:
 - a failed case (``oom``, ``error``, ``timeout``, ``crash``) as a failure with its message and log tail; a
   skipped case (the device cannot run it) as a failure of class ``skipped`` with the reason; the suite goes on;
 - an event ``case`` per case (status, seconds, its telemetry window and summary);
-- derived results at the end: ``decode_mbu`` = (bytes per step / step time) / the best measured copy bandwidth.
+- the idle power before the first case (``idle_power_w``, when NVML is there);
+- derived results at the end: ``decode_mbu`` = (bytes per step / step time) / the best measured copy bandwidth,
+  and each decode, prefill and training row's energy per token, gross and idle-subtracted (:data:`ENERGY_FORMULA`).
 
 Ctrl-C (KeyboardInterrupt, also SIGTERM through the CLI): the running case's child is killed, the run is
 closed ``interrupted`` with what finished, and the interrupt propagates (the CLI exits 130).
@@ -52,6 +54,7 @@ class BenchRequest:
     extra_cases: tuple[Case, ...] = ()
     only: tuple[str, ...] = ()
     use_store: bool = True
+    max_warmup_s: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ def check_request(req: BenchRequest) -> None:
         raise InputError("give --model or --hf-config, not both")
     if req.duration_s <= 0:
         raise InputError(f"--duration must be positive, not {req.duration_s}")
+    if req.max_warmup_s <= 0:
+        raise InputError(f"--max-warmup must be positive, not {req.max_warmup_s}")
     if any(b < 1 for b in req.decode_batches):
         raise InputError("--decode-batch must be 1 or more")
 
@@ -143,18 +148,21 @@ def run_bench(req: BenchRequest, progress: Progress | None = None,
     fields.update({"suite.tiny": tiny, "model.name": model.get("name"), "model.architecture": model,
                    "model.train_architecture": train_model})
     manifest = Manifest(fields)
-    spec = SuiteSpec(req.suite, model, train_model, req.precisions, tiny, req.duration_s, req.seed)
+    spec = SuiteSpec(req.suite, model, train_model, req.precisions, tiny, req.duration_s, req.seed,
+                     max_warmup_s=req.max_warmup_s)
     cases = _select(build_cases(replace(spec, extra_cases=_extra(req, spec))), req.only)
     config = {"suite": req.suite, "tiny": tiny, "model": model.get("name"), "cases": [c.case_id for c in cases],
-              "precisions": list(req.precisions), "duration_s": req.duration_s, "seed": req.seed}
+              "precisions": list(req.precisions), "duration_s": req.duration_s, "seed": req.seed,
+              "max_warmup_s": req.max_warmup_s}
     cuda = fields.get("device.kind") == "cuda"
     gpu = catalog_gpu(fields.get("gpu.name") or fields.get("device.name")) if cuda else None
     name = f"{req.suite} {model.get('name')}"
     with Recording("bench", name, manifest.to_dict(), config, use_store=req.use_store,
                    store_path=req.store) as rec, CaseTelemetry(rec, tiny, telemetry) as tele:
         stored: list[dict[str, Any]] = []
+        _idle(rec, tele)
         reports = _run_cases(rec, tele, cases, gpu, say, stored)
-        _derived(rec, stored, tele.by_case)
+        _derived(rec, stored, tele)
         ok = sum(r.status == "ok" for r in reports)
         outcome = rec.close("completed", {"cases": len(reports), "ok": ok, "gpu": gpu,
                                           "failed": sum(r.status == "failed" for r in reports),
@@ -192,9 +200,11 @@ def _run_cases(rec: Recording, tele: CaseTelemetry, cases: Sequence[Case], gpu: 
     remaining = sum(c.expected_s for c in cases)
     for i, case in enumerate(cases):
         say("case", i, len(cases), case.case_id, remaining)
+        tele.mark(f"{case.case_id}:start")
         t0 = tele.now()
         got = run_in_child(case.to_dict(), case.timeout_s)
         window = (t0, tele.now())
+        tele.mark(f"{case.case_id}:end")
         report = _record_case(rec, case, got, gpu, stored)
         rec.add_event(window[1], "case", {**report.to_dict(), "window_s": list(window),
                                           "telemetry": tele.flush(case.case_id, window)})
@@ -229,10 +239,19 @@ def _record_case(rec: Recording, case: Case, got: ChildOutcome, gpu: str | None,
                       f"{len(out['failures'])} part(s) failed, first: {first['message']}")
 
 
-def _derived(rec: Recording, stored: Sequence[dict[str, Any]], telemetry: dict[str, dict[str, Any]]) -> None:
-    """Results computed from this run's stored rows (raw first: recomputable from them): ``decode_mbu``
-    (:data:`MBU_FORMULA`) and, where the case's window has power samples, the gross energy per token
-    ``*_energy_j_per_token`` = mean power in the case's window × step time / tokens per step."""
+def _idle(rec: Recording, tele: CaseTelemetry) -> None:
+    """Sample the idle GPU before the first case and store ``idle_power_w`` (median instant power, W)."""
+    idle = tele.measure_idle()
+    if idle is not None:
+        rec.add_result("idle_power_w", idle["power_w"], "W", config={"case": "idle"},
+                       extra={"n": idle["n"], "window_s": idle["window_s"],
+                              "formula": "median(power_instant_w) over an idle window before the first case"})
+
+
+def _derived(rec: Recording, stored: Sequence[dict[str, Any]], tele: CaseTelemetry) -> None:
+    """Results computed from this run's stored rows (raw first: recomputable from them and the samples):
+    ``decode_mbu`` (:data:`MBU_FORMULA`) and, where telemetry saw the row's power, the energy per token
+    ``*_energy_j_per_token`` (gross) and ``*_energy_net_j_per_token`` (idle-subtracted), :data:`ENERGY_FORMULA`."""
     copies = [r["value"] for r in stored if r["metric"] == "copy_bytes_per_s"]
     best = max(copies) if copies else None
     for r in stored:
@@ -242,14 +261,33 @@ def _derived(rec: Recording, stored: Sequence[dict[str, Any]], telemetry: dict[s
                            extra={"formula": MBU_FORMULA, "copy_bytes_per_s": best,
                                   "bytes_per_step": extra["bytes_per_step"]})
         tokens = _tokens_per_step(r)
-        power = (telemetry.get(r["config"].get("case", "")) or {}).get("power_w_mean")
-        if tokens and power:
-            name = r["metric"].removesuffix("_step_s").removesuffix("_s")
-            rec.add_result(f"{name}_energy_j_per_token", power * r["value"] / tokens, "J/token", config=r["config"],
-                           extra={"formula": ENERGY_FORMULA, "power_w_mean": power, "basis": "gross"})
+        power, n, basis = _row_power(r, tele)
+        if not tokens or power is None:
+            continue
+        name = r["metric"].removesuffix("_step_s").removesuffix("_s")
+        common = {"formula": ENERGY_FORMULA, "power_w_mean": power, "n_samples": n, "power_basis": basis,
+                  "idle_power_w": tele.idle_power_w}
+        rec.add_result(f"{name}_energy_j_per_token", power * r["value"] / tokens, "J/token", config=r["config"],
+                       extra={**common, "basis": "gross"})
+        if tele.idle_power_w is not None:
+            rec.add_result(f"{name}_energy_net_j_per_token", (power - tele.idle_power_w) * r["value"] / tokens,
+                           "J/token", config=r["config"], extra={**common, "basis": "idle-subtracted"})
 
 
-ENERGY_FORMULA = "mean(power_instant_w in the case's window) * step_s / tokens_per_step (gross: idle not subtracted)"
+def _row_power(r: dict[str, Any], tele: CaseTelemetry) -> tuple[float | None, int, str]:
+    """Mean power behind a row's energy: its own power window when the sampler saw 3 samples or more in it,
+    else the whole case's window (which includes the child's start-up: a lower bound)."""
+    window = r["extra"].get("power_window_monotonic_s")
+    if window:
+        power, n = tele.power_in(window)
+        if n >= 3:
+            return power, n, "power window"
+    case = tele.by_case.get(r["config"].get("case", "")) or {}
+    return case.get("power_w_mean"), int(case.get("n_samples") or 0), "case window (start-up included)"
+
+
+ENERGY_FORMULA = ("mean(power_instant_w over the row's power window) * step_s / tokens_per_step; net: "
+                  "(mean power - idle_power_w) * step_s / tokens_per_step")
 
 
 def _tokens_per_step(r: dict[str, Any]) -> int | None:

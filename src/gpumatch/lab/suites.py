@@ -62,6 +62,7 @@ class SuiteSpec:
     duration_s: float = DEFAULT_SOAK_S
     seed: int = 0
     extra_cases: tuple[Case, ...] = ()
+    max_warmup_s: float = 900.0
 
 
 def _gemms(spec: SuiteSpec, shapes: list[tuple[int, int, int]], timeout: float) -> list[Case]:
@@ -96,6 +97,15 @@ def _convergence(spec: SuiteSpec, variants: list[list[str]], t: float) -> Case:
     return Case("convergence", "convergence", {**params, "variants": variants}, t, 6.0 * len(variants))
 
 
+POWER_WINDOW_S = 1.5
+"""Seconds each decode, prefill and training case steps on after its timed samples, so the 10 Hz sampler sees
+its steady power (energy per token); 0.2 s in a tiny run (the code path, not the number)."""
+
+
+def _pw(spec: SuiteSpec) -> float:
+    return 0.2 if spec.tiny else POWER_WINDOW_S
+
+
 def _quick(spec: SuiteSpec) -> list[Case]:
     if spec.tiny:
         gemm_shapes = [(64, 64, 64), (16, 128, 64)]
@@ -111,11 +121,12 @@ def _quick(spec: SuiteSpec) -> list[Case]:
         Case("copy", "copy", {"sizes": copies}, t, 4.0),
         Case("pinned", "pinned", {"size_bytes": pinned}, t, 4.0),
         Case("launch", "launch", {}, t, 4.0),
-        *(Case(f"decode-b{b}", "decode", {"model": m, "batch": b, "context": ctx, "variant": variant, "seed": seed},
-               t, 15.0) for b in (1, 16)),
-        Case("prefill", "prefill", {"model": m, "batch": 1, "seq": seq, "seed": seed}, t, 12.0),
+        *(Case(f"decode-b{b}", "decode", {"model": m, "batch": b, "context": ctx, "variant": variant, "seed": seed,
+                                          "power_window_s": _pw(spec)}, t, 15.0) for b in (1, 16)),
+        Case("prefill", "prefill", {"model": m, "batch": 1, "seq": seq, "seed": seed, "power_window_s": _pw(spec)},
+             t, 12.0),
         Case("train", "train", {"model": spec.train_model, "batch": train[0], "seq": train[1], "recompute": "none",
-                                "master": "fp32", "seed": seed}, t, 20.0),
+                                "master": "fp32", "seed": seed, "power_window_s": _pw(spec)}, t, 20.0),
         *_kernel_path(spec, ("bf16",), t),
         _convergence(spec, [["bf16", "none"], ["bf16", "full"]], t),
     ]
@@ -125,7 +136,7 @@ def _standard(spec: SuiteSpec) -> list[Case]:
     if spec.tiny:
         return [*_quick(spec), Case("train-recompute", "train", {
             "model": spec.train_model, "batch": 2, "seq": 32, "recompute": "full", "master": "none",
-            "seed": spec.seed}, 120.0, 5.0)]
+            "seed": spec.seed, "power_window_s": _pw(spec)}, 120.0, 5.0)]
     m, seed, t = spec.model, spec.seed, 420.0
     squares = [(s, s, s) for s in (1024, 2048, 4096, 8192, 16384)]
     cases = [*_gemms(spec, squares + _model_gemm_shapes(m, (1, 16, 128, 2048)), t),
@@ -134,15 +145,17 @@ def _standard(spec: SuiteSpec) -> list[Case]:
     for variant in ("graph", "compiled-graph"):  # one child per ladder: one model, one compilation
         for ctx in (2048, 8192):
             cases.append(Case(f"decode-{variant}-ctx{ctx}", "decode", {
-                "model": m, "batches": [1, 4, 16, 64], "context": ctx, "variant": variant, "seed": seed}, 540.0,
+                "model": m, "batches": [1, 4, 16, 64], "context": ctx, "variant": variant, "seed": seed,
+                "power_window_s": POWER_WINDOW_S}, 540.0,
                 90.0 if variant.startswith("compiled") else 30.0))
-    cases += [Case(f"prefill-b{b}-s{s}", "prefill", {"model": m, "batch": b, "seq": s, "seed": seed}, t, 12.0)
+    cases += [Case(f"prefill-b{b}-s{s}", "prefill", {"model": m, "batch": b, "seq": s, "seed": seed,
+                                                     "power_window_s": POWER_WINDOW_S}, t, 12.0)
               for b, s in ((1, 512), (1, 2048), (1, 8192), (4, 2048))]
     for b, s, rc, master in ((4, 1024, "none", "fp32"), (4, 1024, "full", "fp32"), (4, 2048, "none", "none"),
                              (8, 2048, "full", "none")):
         cases.append(Case(f"train-b{b}-s{s}-rc{rc}-{master}", "train", {
-            "model": spec.train_model, "batch": b, "seq": s, "recompute": rc, "master": master, "seed": seed},
-            t, 20.0))
+            "model": spec.train_model, "batch": b, "seq": s, "recompute": rc, "master": master, "seed": seed,
+            "power_window_s": POWER_WINDOW_S}, t, 20.0))
     cases += _kernel_path(spec, ("bf16", "fp8", "fp32"), t)
     cases.append(_convergence(spec, [["bf16", "none"], ["bf16", "full"], ["fp16", "none"], ["fp32", "none"],
                                      ["fp8", "none"]], t))
@@ -150,7 +163,7 @@ def _standard(spec: SuiteSpec) -> list[Case]:
 
 
 def _soak(spec: SuiteSpec) -> list[Case]:
-    warm = (1.0, 2.0) if spec.tiny else (60.0, 900.0)
+    warm = (1.0, 2.0) if spec.tiny else (min(60.0, spec.max_warmup_s), spec.max_warmup_s)
     params = {"size": 256 if spec.tiny else 8192, "duration_s": spec.duration_s, "min_warmup_s": warm[0],
               "max_warmup_s": warm[1], "chunk_s": 0.2 if spec.tiny else 1.0}
     return [Case("soak-gemm", "soak", params, spec.duration_s + warm[1] + 120.0, spec.duration_s + warm[0])]

@@ -1,14 +1,18 @@
 """Telemetry around a bench run: NVML sampling for the whole run (10 Hz), the samples handed to the recording
-after each case, and a summary of each case's window (power, clock, temperature, clock-event fractions).
+after each case, the idle power before the first case, each case's window summed up and judged, and the mean
+power of a case's own power window (energy per token).
 
 On a machine without NVML, or in a tiny run, there is none (a test may give a backend factory, e.g. a fake
-device replaying a trace). SW power cap (0x4) is the expected limiter of dense GEMMs on an H200 (its duty cycle is
-reported, not failed on); HW slowdown (0x8), SW/HW thermal (0x20, 0x40) and power brake (0x80) invalidate a
-result (benchmark-method.md, section 3).
+device replaying a trace). Each case's window is bracketed by edge-counter reads (``mark``: the violation
+counters and the energy counter), summed up by :func:`gpumatch.telemetry.analysis.summarize_gpu` and judged by
+:func:`gpumatch.telemetry.verdict.judge`: SW power cap (0x4) is the expected limiter of dense GEMMs on an H200
+(reported, not failed on); HW slowdown (0x8), SW/HW thermal (0x20, 0x40), power brake (0x80), Xid events and new
+uncorrectable ECC errors make the case's result invalid or degraded (benchmark-method.md, section 3).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,6 +22,9 @@ from gpumatch.record import Recording
 
 REASON_BITS = {"power_cap_frac": 0x4, "hw_slowdown_frac": 0x8 | 0x80, "thermal_frac": 0x20 | 0x40}
 """NVML clock-event reason bits counted in each case's summary (fraction of samples with any of the bits)."""
+
+IDLE_WINDOW_S = 3.0
+"""Seconds of an idle GPU sampled before the first case: the idle power subtracted from each case's energy."""
 
 
 class CaseTelemetry:
@@ -31,6 +38,8 @@ class CaseTelemetry:
         self.sent = 0
         self.by_case: dict[str, dict[str, Any]] = {}
         self.t0 = time.monotonic()
+        self.origin = 0.0
+        self.idle_power_w: float | None = None
 
     def __enter__(self) -> CaseTelemetry:
         if self.tiny and self.factory is None:
@@ -41,6 +50,7 @@ class CaseTelemetry:
 
             self.backend = self.factory() if self.factory is not None else open_nvml(None)
             self.sampler = Sampler(self.backend, 0.1).start()
+            self.origin = time.monotonic() - self.sampler.now_s()
         except (GpumatchError, ImportError, OSError):
             self.sampler = None
         return self
@@ -48,16 +58,46 @@ class CaseTelemetry:
     def now(self) -> float:
         return float(self.sampler.now_s()) if self.sampler is not None else time.monotonic() - self.t0
 
+    def mark(self, label: str) -> None:
+        """Read the edge counters (a case's window edge)."""
+        if self.sampler is not None:
+            self.sampler.mark(label)
+
+    def measure_idle(self, seconds: float = IDLE_WINDOW_S) -> dict[str, Any] | None:
+        """Sample the idle GPU for ``seconds``: ``{"power_w": median instant power, "n", "window_s"}``, kept in
+        ``idle_power_w``; None without telemetry or samples."""
+        if self.sampler is None:
+            return None
+        t0 = self.now()
+        time.sleep(seconds)
+        t1 = self.now()
+        watts = [s.power_instant_w for s in self.sampler.snapshot()
+                 if t0 <= s.t_s <= t1 and s.gpu_index == 0 and s.power_instant_w is not None]
+        if not watts:
+            return None
+        self.idle_power_w = statistics.median(watts)
+        return {"power_w": self.idle_power_w, "n": len(watts), "window_s": [t0, t1]}
+
+    def power_in(self, window_monotonic_s: Sequence[float]) -> tuple[float | None, int]:
+        """Mean instant power (W) of GPU 0 over a window on the host's monotonic clock (a case's power window,
+        :func:`gpumatch.bench.timing.power_window`), and the number of samples in it."""
+        if self.sampler is None:
+            return None, 0
+        lo, hi = (float(t) - self.origin for t in window_monotonic_s)
+        watts = [s.power_instant_w for s in self.sampler.snapshot()
+                 if lo <= s.t_s <= hi and s.gpu_index == 0 and s.power_instant_w is not None]
+        return (sum(watts) / len(watts) if watts else None), len(watts)
+
     def flush(self, case_id: str, window: tuple[float, float]) -> dict[str, Any]:
-        """Send the new samples to the recording; return (and keep in ``by_case``) the summary of the case's
-        window."""
+        """Send the new samples to the recording; return (and keep in ``by_case``) the summary and verdict of
+        the case's window."""
         if self.sampler is None:
             return {}
         new = self.sampler.samples_since(self.sent)
         self.sent += len(new)
         self.rec.add_samples(new)
         inside = [s for s in new if window[0] <= s.t_s <= window[1] and s.gpu_index == 0]
-        self.by_case[case_id] = summary(inside)
+        self.by_case[case_id] = {**summary(inside), **_judged(self.sampler.snapshot_trace(), window)}
         return self.by_case[case_id]
 
     def __exit__(self, *exc: object) -> None:
@@ -67,6 +107,18 @@ class CaseTelemetry:
                 self.backend.close()
             except (GpumatchError, OSError):
                 pass
+
+
+def _judged(trace: Any, window: tuple[float, float]) -> dict[str, Any]:
+    """The verdict of GPU 0 over ``window`` (:func:`gpumatch.telemetry.verdict.judge`) with its evidence: the
+    violation-counter duty (power, thermal, ...), Xid and ECC deltas, and the energy counter's joules."""
+    from gpumatch.telemetry.analysis import summarize_gpu
+    from gpumatch.telemetry.verdict import judge
+
+    s = summarize_gpu(trace, 0, window[0], window[1])
+    v = judge(s)
+    return {"verdict": v.label, "verdict_reasons": list(v.reasons), "violation_duty": dict(s.violation_duty),
+            "errors": dict(s.errors), "energy_j": s.energy_j, "energy_source": s.energy_source}
 
 
 def summary(samples: Sequence[Any]) -> dict[str, Any]:

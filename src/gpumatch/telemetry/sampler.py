@@ -120,15 +120,24 @@ class Sampler:
             d.gpm()  # the first GPM call only takes the opening sample of the pair
         self._read_edges("start")
 
+    def snapshot_trace(self) -> Trace:
+        """The trace so far, without stopping (the edge counters read by ``start`` and ``mark`` so far): a
+        window's summary and verdict while the run goes on."""
+        return self._trace()
+
     def _close(self) -> Trace:
         self._read_edges("end")
         self._xids.extend(self._backend.poll_xid(self.now_s()))
+        self.trace = self._trace()
+        return self.trace
+
+    def _trace(self) -> Trace:
         n = max(self._ticks, 1)
         stats = SamplerStats(self._ticks, self._overruns, self._cost_sum / n, self._cost_max, self._gpm_reads,
                              len(self._edges))
         with self._lock:
             samples = tuple(self._samples)
-        self.trace = Trace(
+        return Trace(
             samples=samples,
             devices=tuple(d.info() for d in self._devices),
             system=self._backend.system(),
@@ -138,7 +147,6 @@ class Sampler:
             stats=stats,
             meta=self._meta,
         )
-        return self.trace
 
     def _read_edges(self, label: str) -> None:
         t = self.now_s()

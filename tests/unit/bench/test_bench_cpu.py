@@ -47,13 +47,15 @@ def test_import_bench_without_torch() -> None:
     assert out.strip() == "False"
 
 
-def test_cached_decode_equals_full_causal_pass() -> None:
+@pytest.mark.parametrize("kernel", ["auto", "split", "sdpa"])
+def test_cached_decode_equals_full_causal_pass(kernel: str) -> None:
     torch = pytest.importorskip("torch")
-    from gpumatch.bench.llama import build_model, decode_logits, rope_tables
+    from gpumatch.bench.llama import build_model, decode_logits, rope_tables, set_decode_attention
 
     torch.manual_seed(0)
     dev = torch.device("cpu")
     model = build_model(tiny_shape(), dev, torch.float64)
+    set_decode_attention(model, kernel)
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.2)
@@ -70,6 +72,36 @@ def test_cached_decode_equals_full_causal_pass() -> None:
             logits = decode_logits(model, tokens[:, t : t + 1], torch.tensor([t]), rope, caches)
             err = (logits - full[:, t]).norm() / full[:, t].norm()
             assert float(err) < 1e-10
+
+
+@pytest.mark.parametrize("length", [512, 1000, 1024])
+def test_split_kv_attention_equals_sdpa(length: int) -> None:
+    """The split-KV decode attention (chunks of 128 summed) against one SDPA call, in float64: exact up to
+    rounding; a cache that is not a multiple of the chunk takes the one-chunk path."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    from gpumatch.bench.llama import split_kv_attention
+
+    torch.manual_seed(1)
+    q = torch.randn(3, 2, 4, 16, dtype=torch.float64)
+    k, v = (torch.randn(3, 2, length, 16, dtype=torch.float64) for _ in range(2))
+    ref = F.scaled_dot_product_attention(q, k, v)
+    assert float((split_kv_attention(q, k, v, chunk=128) - ref).abs().max()) < 1e-12
+
+
+def test_decode_bytes_count_the_embedding_only_when_tied() -> None:
+    """A decode step reads one embedding row per sequence; a tied head reads the whole table (as the head)."""
+    torch = pytest.importorskip("torch")
+    from gpumatch.bench.cases import decode_bytes_per_step
+    from gpumatch.bench.llama import build_model
+
+    for tied in (False, True):
+        model = build_model({**tiny_shape(), "tied": tied}, torch.device("cpu"), torch.bfloat16)
+        s = model.s
+        body = s.layers * s.params_per_layer + s.hidden  # blocks and the final norm
+        head = s.vocab * s.hidden
+        assert decode_bytes_per_step(model, 2, 8) == 2 * (body + head) + s.kv_bytes_per_token_bf16 * 16
 
 
 def test_train_case_runs_and_reports(tmp_path: object) -> None:

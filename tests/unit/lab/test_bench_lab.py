@@ -153,8 +153,9 @@ def test_ctrl_c_keeps_finished_cases(tmp_path: Path) -> None:
 
 
 def test_telemetry_is_joined_to_each_case(tmp_path: Path) -> None:
-    """With a telemetry backend (a fake one replaying a GEMM trace), samples go to the store and each case's
-    event carries its window's summary."""
+    """With a telemetry backend (a fake one replaying a GEMM trace), samples go to the store, the idle power
+    before the first case is a result, each case's event carries its window's summary and verdict, and each
+    decode row has its energy per token gross and idle-subtracted."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "telemetry"))
     from synth_traces import H200_INFO, SYSTEM, build, make_samples
 
@@ -169,11 +170,24 @@ def test_telemetry_is_joined_to_each_case(tmp_path: Path) -> None:
         samples = st.samples(1)
         event = next(e for e in st.events(1) if e.kind == "case")
         energy = [r for r in st.results(1) if r.metric == "decode_energy_j_per_token"]
+        net = [r for r in st.results(1) if r.metric == "decode_energy_net_j_per_token"]
+        idle = [r for r in st.results(1) if r.metric == "idle_power_w"]
     assert len(samples) > 3
     tele = event.data["telemetry"]
     assert tele["power_w_mean"] is not None and tele["n_samples"] > 3
     assert tele["power_cap_frac"] == 1.0 and tele["thermal_frac"] == 0.0  # the GEMM trace: SwPowerCap throughout
     assert len(energy) == 1 and energy[0].unit == "J/token" and energy[0].extra["basis"] == "gross"
+    assert tele["verdict"] == "valid-power-capped" and tele["verdict_reasons"]
+    assert len(idle) == 1 and idle[0].unit == "W" and idle[0].extra["n"] >= 10  # 3 s at 10 Hz
+    p_idle, p_row = idle[0].value, energy[0].extra["power_w_mean"]
+    step = next(r for r in st_results(store) if r.metric == "decode_step_s").value
+    assert len(net) == 1 and net[0].extra["basis"] == "idle-subtracted"
+    assert net[0].value == pytest.approx((p_row - p_idle) * step / 1)
+
+
+def st_results(store: Path) -> list[Any]:
+    with open_store(store, mode="read") as st:
+        return list(st.results(1))
 
 
 def test_too_large_a_batch_fails_and_the_suite_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
