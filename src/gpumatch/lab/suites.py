@@ -18,6 +18,10 @@ Budgets (an H200, compile included; each case is one child process, ~5 s of star
   the GPU temperature's slope over the last 60 s is under 1 °C/min (at least 60 s, at most 15 minutes), then the
   loop runs ``--duration`` seconds; warm-up chunks are reported apart.
 
+With ``--weights`` and ``--text``, ``quick`` and ``standard`` end with the ``quality`` case (``bench.quality``:
+perplexity, top-1 agreement and KL of simulated int8/fp8 weight-only variants against bf16 on the user's text);
+with ``--weights`` the decode and prefill cases load the folder's weights.
+
 ``tiny`` (``--tiny``, and automatically on a machine without CUDA): the same case list on a 2-layer model and
 small shapes, so a suite runs on a CPU in seconds (the CI smoke test). Cases the device cannot run (fp8, TF32 and
 pinned memory on CPU, CUDA graphs) come back skipped with their reason.

@@ -244,3 +244,22 @@ def test_training_workload_and_bad_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["bench", "run", "--tiny", "--workload", str(bad), "--store", str(tmp_path / "s.sqlite")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "concurency" in err
+
+
+def test_llama3_rope_scaling() -> None:
+    """Llama 3.1's recipe: short wavelengths kept, long ones divided by the factor, the band between blended."""
+    import math
+
+    from gpumatch.bench.llama import rope_inv_freq
+    from gpumatch.bench.shapes import LlamaShape
+
+    sc = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192}
+    plain = LlamaShape.from_dict({**SHAPE, "head_dim": 128, "rope_theta": 500000.0})
+    scaled = LlamaShape.from_dict({**SHAPE, "head_dim": 128, "rope_theta": 500000.0, "rope_scaling": sc})
+    a, b = rope_inv_freq(plain, torch.device("cpu")), rope_inv_freq(scaled, torch.device("cpu"))
+    wavelen = 2 * math.pi / a
+    assert torch.equal(b[wavelen < 8192 / 4], a[wavelen < 8192 / 4])
+    assert torch.allclose(b[wavelen > 8192], a[wavelen > 8192] / 8)
+    mid = (wavelen >= 2048) & (wavelen <= 8192)
+    assert mid.any() and bool(((b[mid] <= a[mid]) & (b[mid] >= a[mid] / 8)).all())
