@@ -6,17 +6,19 @@ returns a plain outcome dict: ``status`` (``ok`` or ``skipped``), ``reason`` (wh
 ``extra``, the raw timings there too) and ``failures`` (a part of the case that failed while the rest ran:
 ``{config, error_class, message}``). Anything else (an out-of-memory error, a crash) propagates: the caller
 records it. Kinds: ``gemm``, ``copy``, ``pinned``, ``launch``, ``decode``, ``prefill``, ``train``, ``soak``,
-``kernelpath``, ``convergence`` and ``fault`` (fails on purpose: tests of the lab's failure handling).
+``kernelpath``, ``convergence``, ``quality`` and ``fault`` (fails on purpose: tests of the lab's failure handling).
 
 Metrics (unit): ``gemm_flops_per_s`` (flop/s), ``copy_bytes_per_s`` and ``read_bytes_per_s`` (B/s: copy counts
 read + write), ``h2d_bytes_per_s``/``d2h_bytes_per_s`` (B/s), ``launch_eager_s``/``launch_graph_kernel_s`` (s),
 ``decode_step_s`` (s; = TPOT of a static batch), ``decode_tokens_per_s``, ``prefill_s`` (s; = TTFT of that
 prompt without queueing), ``prefill_tokens_per_s``, ``train_step_s``, ``train_tokens_per_s``,
-``train_peak_memory_bytes`` (B), ``soak_flops_per_s``, ``soak_warmup_s``.
+``train_peak_memory_bytes`` (B), ``soak_flops_per_s``, ``soak_warmup_s``, ``quality_perplexity`` (1),
+``quality_top1_agreement`` (1: a fraction), ``quality_kl_nat`` (nat), ``quality_tokens`` (token).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -90,10 +92,16 @@ def _launch(p: dict[str, Any], dev: torch.device) -> Outcome:
 
 
 def _model(p: dict[str, Any], dev: torch.device) -> Any:
+    """The case's bf16 model: random (seeded) weights, or ``p["weights"]`` (a checked local folder, its tensor ->
+    file map in ``p["files"]``) loaded into it."""
     from gpumatch.bench.llama import build_model
 
     torch.manual_seed(int(p.get("seed", 0)))
-    model = build_model(p["model"], dev, torch.bfloat16)
+    model = build_model(p["model"], dev, torch.bfloat16, init=not p.get("weights"))
+    if p.get("weights"):
+        from gpumatch.bench.weights import load_weights
+
+        load_weights(model, p["weights"], p["files"])
     model.eval()
     return model
 
@@ -296,6 +304,34 @@ def _convergence(p: dict[str, Any], dev: torch.device) -> Outcome:
     return {"results": out, "failures": failures}
 
 
+def _quality(p: dict[str, Any], dev: torch.device) -> Outcome:
+    """Perplexity, top-1 agreement with bf16, KL(bf16 || variant) and the tokens scored, per weight-only variant
+    on the user's text (:mod:`gpumatch.bench.quality`); a variant whose perplexity is not finite is a failure."""
+    from gpumatch.bench.quality import AGREE_FORMULA, KL_FORMULA, PPL_FORMULA, quality_case
+
+    got = quality_case(p, dev)
+    fp8_gemm = dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9)
+    common = {"method": "simulated weight-only: quantize then dequantize each block Linear weight to bf16, "
+                        "bf16 GEMMs; embedding, norms and LM head as stored",
+              "device_fp8_gemm": fp8_gemm, "fp8_cast_on": dev.type, "kl_skipped": got["kl_skipped"]}
+    out, failures = [], []
+    for r in got["rows"]:
+        cfg = {"model": p["model"].get("name"), "variant": r["variant"], "window": int(p["window"]),
+               "stride": int(p["stride"]), "tokens": r["tokens"]}
+        extra = {**common, "windows": r["windows"], "nll_mean_nat": r["nll_mean_nat"],
+                 "quantized_tensors": r["quantized_tensors"], "weight_rel_error": r["weight_rel_error"]}
+        if not math.isfinite(r["perplexity"]):
+            failures.append({"config": cfg, "error_class": "error",
+                             "message": f"perplexity not finite (mean NLL {r['nll_mean_nat']} nat)"})
+            continue
+        out.append(_result("quality_perplexity", r["perplexity"], "1", cfg, formula=PPL_FORMULA, **extra))
+        out.append(_result("quality_top1_agreement", r["top1_agreement"], "1", cfg, formula=AGREE_FORMULA))
+        if r["kl_nat"] is not None:
+            out.append(_result("quality_kl_nat", r["kl_nat"], "nat", cfg, formula=KL_FORMULA))
+        out.append(_result("quality_tokens", r["tokens"], "token", cfg, windows=r["windows"]))
+    return {"results": out, "failures": failures}
+
+
 def _fault(p: dict[str, Any], dev: torch.device) -> Outcome:
     """Fail on purpose (tests): ``memory`` raises MemoryError, ``kill`` SIGKILLs this process, ``hang`` sleeps
     past any timeout, ``raise`` raises RuntimeError, ``skip`` is unsupported."""
@@ -315,7 +351,7 @@ def _fault(p: dict[str, Any], dev: torch.device) -> Outcome:
 KINDS: dict[str, Callable[[dict[str, Any], torch.device], Outcome]] = {
     "gemm": _gemm, "copy": _copy, "pinned": _pinned, "launch": _launch, "decode": _decode,
     "prefill": _prefill, "train": _train, "soak": _soak, "kernelpath": _kernelpath, "convergence": _convergence,
-    "fault": _fault,
+    "quality": _quality, "fault": _fault,
 }
 
 

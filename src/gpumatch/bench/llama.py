@@ -18,11 +18,13 @@ another, which changes no parameter count and saves launches, as gpt-fast does).
   tests/data/measurements/2026-12-05-h200-decode-mbu-probe.json): batch 1, context 8192: 5.31 ms split
   against 7.71 ms sdpa; batch 1, context 2048: 4.99 against 5.47; batch 16, context 2048: 6.61 against 5.90.
 
-Weights are random (normal, std 0.02); nothing is downloaded.
+Weights are random (normal, std 0.02) unless a local Hugging Face folder is loaded into them
+(:mod:`gpumatch.bench.weights`); nothing is downloaded.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 import torch
@@ -103,10 +105,37 @@ class RMSNorm(nn.Module):
         return self.weight * xf.to(x.dtype)
 
 
-def rope_tables(shape: LlamaShape, positions: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """cos and sin of RoPE (rotate-half layout), stacked as (2, positions, head_dim)."""
+def rope_inv_freq(shape: LlamaShape, device: torch.device) -> torch.Tensor:
+    """RoPE's inverse frequencies (head_dim/2,) in rad per position: theta^(-2i/d) (Su et al. 2021,
+    arXiv:2104.09864), then the config's ``rope_scaling``:
+
+    - ``linear``: divided by ``factor`` (position interpolation, Chen et al. 2023, arXiv:2306.15595);
+    - ``llama3``: wavelengths 2π/f longer than original_max_position_embeddings / low_freq_factor are divided by
+      ``factor``, shorter than .../ high_freq_factor kept, and in between blended with
+      s = (original_max / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor) as
+      (1 - s)·f/factor + s·f (the Llama 3.1 recipe, "The Llama 3 Herd of Models", arXiv:2407.21783, as
+      Hugging Face transformers' ``rope_type = "llama3"`` applies it).
+    """
     d = shape.head_dim
     inv = 1.0 / (shape.rope_theta ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d))
+    sc = shape.rope_scaling or {}
+    kind = sc.get("rope_type", sc.get("type", "default"))
+    if kind == "linear":
+        return inv / float(sc["factor"])
+    if kind == "llama3":
+        factor, low, high = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
+        old = float(sc["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        s = ((old / wavelen - low) / (high - low)).clamp(0.0, 1.0)
+        blended = (1 - s) * inv / factor + s * inv
+        return torch.where(wavelen > old / low, inv / factor, torch.where(wavelen < old / high, inv, blended))
+    return inv
+
+
+def rope_tables(shape: LlamaShape, positions: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """cos and sin of RoPE (rotate-half layout, as Hugging Face's Llama checkpoints store Q and K), stacked as
+    (2, positions, head_dim)."""
+    inv = rope_inv_freq(shape, device)
     t = torch.arange(positions, device=device, dtype=torch.float32)
     freqs = torch.outer(t, inv)
     emb = torch.cat((freqs, freqs), dim=-1)
@@ -248,12 +277,16 @@ def set_decode_attention(model: Llama, kernel: str) -> None:
         cast(Block, layer).attn.decode_attention = kernel
 
 
-def build_model(shape: dict[str, Any] | LlamaShape, device: torch.device, dtype: torch.dtype) -> Llama:
-    """A randomly initialized model (normal std 0.02, norms 1) built directly on ``device`` in ``dtype``."""
+def build_model(shape: dict[str, Any] | LlamaShape, device: torch.device, dtype: torch.dtype,
+                init: bool = True) -> Llama:
+    """A randomly initialized model (normal std 0.02, norms 1) built directly on ``device`` in ``dtype``;
+    ``init=False`` leaves torch's default initialization (the caller loads weights over it)."""
     s = shape if isinstance(shape, LlamaShape) else LlamaShape.from_dict(shape)
     with torch.device(device):
         model = Llama(s)
     model.to(dtype)
+    if not init:
+        return model
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):

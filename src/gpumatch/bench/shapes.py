@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 from gpumatch.models.builtin import builtin_arch
@@ -54,6 +55,9 @@ class LlamaShape:
     rope_theta: float = 500000.0
     norm_eps: float = 1e-5
     name: str = ""
+    rope_scaling: dict[str, Any] | None = dc_field(default=None, compare=False, hash=False)
+    """A Hugging Face ``rope_scaling`` of type ``linear`` or ``llama3``
+    (:func:`gpumatch.bench.llama.rope_inv_freq`); None: plain RoPE."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LlamaShape:
@@ -69,7 +73,7 @@ class LlamaShape:
         missing = [f for f in _ALIASES if f not in values]
         if missing:
             raise ValueError(f"model shape lacks {', '.join(missing)}; give them in the dict")
-        for extra in ("rope_theta", "norm_eps", "name"):
+        for extra in ("rope_theta", "norm_eps", "name", "rope_scaling"):
             if extra in data:
                 values[extra] = data[extra]
         return cls(
@@ -77,7 +81,8 @@ class LlamaShape:
             kv_heads=int(values["kv_heads"]), head_dim=int(values["head_dim"]), ffn=int(values["ffn"]),
             vocab=int(values["vocab"]), tied=bool(values["tied"]),
             rope_theta=float(values.get("rope_theta", 500000.0)), norm_eps=float(values.get("norm_eps", 1e-5)),
-            name=str(values.get("name", "")),
+            name=str(values.get("name", "")), rope_scaling=dict(values["rope_scaling"]) if values.get("rope_scaling")
+            else None,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,12 @@ _PREC = typer.Option([], "--precision", help="GEMM precisions (repeat; default a
 _DB = typer.Option([], "--decode-batch", help="Also decode at this batch (repeat).")
 _CASE = typer.Option([], "--case", help="Run only this case of the suite (repeat).")
 _OUT = typer.Option(..., "--out", help="JSON file to write.")
+_WEIGHTS = typer.Option(None, "--weights", help="Local Hugging Face folder (config.json, *.safetensors): decode "
+                        "and prefill load its weights.")
+_TEXT = typer.Option(None, "--text", help="UTF-8 text for the quality check of int8/fp8 weights against bf16 "
+                     "(needs --weights and its tokenizer.json).")
+_WORKLOAD = typer.Option(None, "--workload", help="Workload file: model, precision, batch and lengths from it "
+                         "(flags win).")
 
 _RUN_HELP = (
     "Run a suite (quick: at most 3 min on an H200; standard: 15 min; soak: --duration after thermal steady "
@@ -44,16 +50,22 @@ def run_cmd(
     decode_batch: list[int] = _DB,
     case: list[str] = _CASE,
     seed: int = typer.Option(0, "--seed", help="Data seed."),
+    weights: Path | None = _WEIGHTS,
+    text: Path | None = _TEXT,
+    window: int | None = typer.Option(None, "--window", help="Quality: tokens per window (1024; tiny 32)."),
+    stride: int | None = typer.Option(None, "--stride", help="Quality: tokens between windows (half the window)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Quality: at most this many tokens (4096)."),
+    workload: Path | None = _WORKLOAD,
     store: Path | None = StoreOption,
 ) -> None:
     from gpumatch.lab.run import BenchRequest, run_bench
-    from gpumatch.lab.suites import PRECISIONS
     from gpumatch.report.bench import BenchProgress, run_summary
 
-    precisions = tuple(p.strip() for x in precision for p in x.split(",") if p.strip()) or PRECISIONS
+    precisions = tuple(p.strip() for x in precision for p in x.split(",") if p.strip())
     req = BenchRequest(suite=suite, model=model, hf_config=hf_config, precisions=precisions, tiny=tiny or None,
                        store=store, duration_s=duration, seed=seed, decode_batches=tuple(decode_batch),
-                       only=tuple(case), max_warmup_s=max_warmup)
+                       only=tuple(case), weights=weights, text=text, window=window, stride=stride,
+                       max_tokens=max_tokens, workload=workload, max_warmup_s=max_warmup)
     with BenchProgress() as progress:
         run = run_bench(req, progress)
     emit(run_summary(run))

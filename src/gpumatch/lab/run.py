@@ -21,15 +21,17 @@ The parent never imports torch: the environment manifest is collected in a child
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import GpumatchError, InputError
 from gpumatch.lab.child import ChildOutcome, run_in_child
+from gpumatch.lab.inputs import arch_shape, load_weights_folder, quality_params
 from gpumatch.lab.predict import annotate, catalog_gpu
 from gpumatch.lab.suites import DEFAULT_SOAK_S, PRECISIONS, SUITES, TRAIN_MODEL, Case, SuiteSpec, build_cases
 from gpumatch.lab.telemetry import CaseTelemetry
+from gpumatch.lab.workload import WorkloadPlan, load_plan, workload_cases
 from gpumatch.record import Recording
 
 Progress = Callable[[str, int, int, str, float], None]
@@ -45,7 +47,8 @@ class BenchRequest:
     suite: str = "quick"
     model: str | None = None
     hf_config: Path | None = None
-    precisions: tuple[str, ...] = PRECISIONS
+    precisions: tuple[str, ...] = ()
+    """Empty: the workload's compute format with ``workload``, else all of :data:`PRECISIONS`."""
     tiny: bool | None = None
     store: Path | None = None
     duration_s: float = DEFAULT_SOAK_S
@@ -55,6 +58,12 @@ class BenchRequest:
     only: tuple[str, ...] = ()
     use_store: bool = True
     max_warmup_s: float = 900.0
+    weights: Path | None = None
+    text: Path | None = None
+    window: int | None = None
+    stride: int | None = None
+    max_tokens: int | None = None
+    workload: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,7 @@ class BenchRun:
     status: str
     manifest_sha256: str
     cases: tuple[CaseReport, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def check_request(req: BenchRequest) -> None:
@@ -90,10 +100,14 @@ def check_request(req: BenchRequest) -> None:
     if req.suite not in SUITES:
         raise InputError(f"unknown suite {req.suite!r}", f"one of {', '.join(SUITES)}")
     bad = [p for p in req.precisions if p not in PRECISIONS]
-    if bad or not req.precisions:
-        raise InputError(f"unknown precision {bad[0] if bad else '(none)'!r}", f"one of {', '.join(PRECISIONS)}")
-    if req.model and req.hf_config:
-        raise InputError("give --model or --hf-config, not both")
+    if bad:
+        raise InputError(f"unknown precision {bad[0]!r}", f"one of {', '.join(PRECISIONS)}")
+    if sum(x is not None for x in (req.model, req.hf_config, req.weights)) > 1:
+        raise InputError("give one of --model, --hf-config and --weights", "--weights takes the model from its "
+                         "config.json")
+    if req.text is not None and req.weights is None:
+        raise InputError("--text needs --weights", "the quality check scores the text with a model's real weights "
+                         "and its tokenizer.json")
     if req.duration_s <= 0:
         raise InputError(f"--duration must be positive, not {req.duration_s}")
     if req.max_warmup_s <= 0:
@@ -102,25 +116,35 @@ def check_request(req: BenchRequest) -> None:
         raise InputError("--decode-batch must be 1 or more")
 
 
-def model_shape(req: BenchRequest, tiny: bool) -> dict[str, Any]:
-    """The bench shape of the decode/prefill model: ``--model`` / ``--hf-config``, else the Llama-3-8B shape;
-    with ``tiny``, a 2-layer stand-in. Models the bench decoder cannot run (MoE, MLA, ungated MLP) are refused."""
+def model_shape(req: BenchRequest, tiny: bool, plan: WorkloadPlan | None = None) -> dict[str, Any]:
+    """The bench shape of the decode/prefill model: ``--model`` / ``--hf-config``, else the workload's model,
+    else the Llama-3-8B shape; with ``tiny``, a 2-layer stand-in. Models the bench decoder cannot run (MoE, MLA,
+    ungated MLP) are refused."""
     from gpumatch.bench import shapes
 
     if tiny:
         return shapes.tiny_shape()
     source = req.model or (str(req.hf_config) if req.hf_config else None)
     if source is None:
-        return dict(shapes.LLAMA_3_8B)
+        return arch_shape(plan.arch) if plan is not None else dict(shapes.LLAMA_3_8B)
     from gpumatch.models import resolve_model
 
-    arch = resolve_model(source)
-    if arch.experts or arch.q_lora_rank or arch.kv_lora_rank or not arch.gated_mlp:
-        raise InputError(f"model {arch.name} is not a dense Llama-style decoder (MoE, MLA or ungated MLP)",
-                         "the bench's decoder runs dense gated-MLP models; give one with --model or --hf-config")
-    return {"name": arch.name, "layers": arch.layers, "hidden": arch.hidden_size, "heads": arch.heads,
-            "kv_heads": arch.kv_heads, "head_dim": arch.head_dim, "ffn": arch.ffn_size, "vocab": arch.vocab_size,
-            "tied": arch.tied_embeddings}
+    return arch_shape(resolve_model(source))
+
+
+def _workload(req: BenchRequest) -> tuple[WorkloadPlan | None, tuple[str, ...], list[str]]:
+    """The workload's plan, the effective precisions and the notes of flags that win over the file."""
+    if req.workload is None:
+        return None, req.precisions or PRECISIONS, []
+    plan = load_plan(req.workload)
+    notes = list(plan.notes)
+    flag = req.model or (str(req.hf_config) if req.hf_config else None) or (str(req.weights) if req.weights else None)
+    if flag:
+        notes.append(f"model: the flag's {flag} wins over the workload's {plan.arch.name}")
+    if req.precisions and plan.precision is not None and req.precisions != (plan.precision,):
+        notes.append(f"precision: --precision {','.join(req.precisions)} wins over the workload's {plan.precision}")
+    precisions = req.precisions or ((plan.precision,) if plan.precision else PRECISIONS)
+    return plan, precisions, notes
 
 
 def _probe(run_fields: dict[str, Any]) -> dict[str, Any]:
@@ -139,20 +163,31 @@ def run_bench(req: BenchRequest, progress: Progress | None = None,
     from gpumatch.bench.manifest import Manifest
 
     check_request(req)
+    plan, precisions, notes = _workload(req)
+    weights = load_weights_folder(req.weights) if req.weights is not None else None
     say = progress or (lambda *a: None)
     say("probe", 0, 0, "environment", 0.0)
-    fields = _probe({"run.seed": req.seed, "run.precisions": list(req.precisions), "suite.name": req.suite})
+    fields = _probe({"run.seed": req.seed, "run.precisions": list(precisions), "suite.name": req.suite})
     tiny = req.tiny if req.tiny is not None else fields.get("device.kind") != "cuda"
-    model = model_shape(req, tiny)
+    model = weights.shape if weights is not None else model_shape(req, tiny, plan)
     train_model = model if tiny else shapes.PRESETS[TRAIN_MODEL]
-    fields.update({"suite.tiny": tiny, "model.name": model.get("name"), "model.architecture": model,
-                   "model.train_architecture": train_model})
-    manifest = Manifest(fields)
-    spec = SuiteSpec(req.suite, model, train_model, req.precisions, tiny, req.duration_s, req.seed,
+    quality = None
+    if weights is not None and req.text is not None:
+        quality = quality_params(weights, req.text, tiny, req.window, req.stride, req.max_tokens)
+    spec = SuiteSpec(req.suite, model, train_model, precisions, tiny, req.duration_s, req.seed,
+                     weights=weights.params if weights is not None else None, quality=quality,
                      max_warmup_s=req.max_warmup_s)
-    cases = _select(build_cases(replace(spec, extra_cases=_extra(req, spec))), req.only)
+    cases, more = _all_cases(req, spec, plan)
+    notes += more
+    fields.update({"suite.tiny": tiny, "model.name": model.get("name"), "model.architecture": model,
+                   "model.train_architecture": train_model, "run.notes": notes,
+                   **(plan.manifest() if plan is not None else {}),
+                   **({"model.weights": weights.summary} if weights is not None else {}),
+                   **({"quality.text": str(req.text), "quality.tokens": len(quality["tokens"]),
+                       "quality.window": quality["window"], "quality.stride": quality["stride"]} if quality else {})})
+    manifest = Manifest(fields)
     config = {"suite": req.suite, "tiny": tiny, "model": model.get("name"), "cases": [c.case_id for c in cases],
-              "precisions": list(req.precisions), "duration_s": req.duration_s, "seed": req.seed,
+              "precisions": list(precisions), "duration_s": req.duration_s, "seed": req.seed, "notes": notes,
               "max_warmup_s": req.max_warmup_s}
     cuda = fields.get("device.kind") == "cuda"
     gpu = catalog_gpu(fields.get("gpu.name") or fields.get("device.name")) if cuda else None
@@ -171,7 +206,19 @@ def run_bench(req: BenchRequest, progress: Progress | None = None,
     if outcome.error is not None:
         raise GpumatchError(f"results store not updated: {outcome.error}",
                             f"what it did not take is in {', '.join(map(str, outcome.fallback)) or 'nowhere'}")
-    return BenchRun(outcome.run_id, outcome.store_path, outcome.status, manifest.sha256, tuple(reports))
+    return BenchRun(outcome.run_id, outcome.store_path, outcome.status, manifest.sha256, tuple(reports),
+                    tuple(notes))
+
+
+def _all_cases(req: BenchRequest, spec: SuiteSpec, plan: WorkloadPlan | None) -> tuple[list[Case], list[str]]:
+    """The suite's cases, the workload's and the extra ones, narrowed to ``--case``; notes of the workload's."""
+    suite = build_cases(spec)
+    added: tuple[Case, ...] = ()
+    notes: tuple[str, ...] = ()
+    if plan is not None:
+        added, notes = workload_cases(plan, spec, req.decode_batches, {c.case_id for c in suite})
+    extra = _extra(req, spec) if plan is None or not plan.decode_batch else req.extra_cases
+    return _select([*suite, *added, *extra], req.only), list(notes)
 
 
 def _select(cases: list[Case], only: tuple[str, ...]) -> list[Case]:
@@ -188,7 +235,7 @@ def _select(cases: list[Case], only: tuple[str, ...]) -> list[Case]:
 def _extra(req: BenchRequest, spec: SuiteSpec) -> tuple[Case, ...]:
     ctx = 64 if spec.tiny else 2048
     variant = "eager" if spec.tiny else "graph"
-    added = tuple(Case(f"decode-b{b}-extra", "decode", {"model": spec.model, "batch": b, "context": ctx,
+    added = tuple(Case(f"decode-b{b}-extra", "decode", {**spec.model_params(), "batch": b, "context": ctx,
                                                         "variant": variant, "seed": spec.seed}, 300.0, 15.0)
                   for b in req.decode_batches)
     return added + req.extra_cases

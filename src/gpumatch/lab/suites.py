@@ -18,6 +18,10 @@ Budgets (an H200, compile included; each case is one child process, ~5 s of star
   the GPU temperature's slope over the last 60 s is under 1 °C/min (at least 60 s, at most 15 minutes), then the
   loop runs ``--duration`` seconds; warm-up chunks are reported apart.
 
+With ``--weights`` and ``--text``, ``quick`` and ``standard`` end with the ``quality`` case (``bench.quality``:
+perplexity, top-1 agreement and KL of simulated int8/fp8 weight-only variants against bf16 on the user's text);
+with ``--weights`` the decode and prefill cases load the folder's weights.
+
 ``tiny`` (``--tiny``, and automatically on a machine without CUDA): the same case list on a 2-layer model and
 small shapes, so a suite runs on a CPU in seconds (the CI smoke test). Cases the device cannot run (fp8, TF32 and
 pinned memory on CPU, CUDA graphs) come back skipped with their reason.
@@ -63,6 +67,14 @@ class SuiteSpec:
     seed: int = 0
     extra_cases: tuple[Case, ...] = ()
     max_warmup_s: float = 900.0
+    weights: dict[str, Any] | None = None
+    """``{"weights": folder, "files": tensor -> file}``: decode and prefill load these instead of random ones."""
+    quality: dict[str, Any] | None = None
+    """The quality case's parameters (``tokens``, ``window``, ``stride``, ``variants``); None: no quality case."""
+
+    def model_params(self) -> dict[str, Any]:
+        """``model`` (and the weights, when given) of the decode and prefill cases."""
+        return {"model": self.model, **(self.weights or {})}
 
 
 def _gemms(spec: SuiteSpec, shapes: list[tuple[int, int, int]], timeout: float) -> list[Case]:
@@ -106,6 +118,16 @@ def _pw(spec: SuiteSpec) -> float:
     return 0.2 if spec.tiny else POWER_WINDOW_S
 
 
+def _quality(spec: SuiteSpec, t: float) -> list[Case]:
+    """The quality check of weight-only variants on the user's text, when ``--weights`` and ``--text`` are given:
+    one child for all variants (the tokens and windows are shared)."""
+    if spec.quality is None or spec.weights is None:
+        return []
+    q = spec.quality
+    return [Case("quality", "quality", {**spec.model_params(), **q}, max(t, 600.0),
+                 10.0 + 4 * len(q["variants"]) * len(q["tokens"]) / 2048)]
+
+
 def _quick(spec: SuiteSpec) -> list[Case]:
     if spec.tiny:
         gemm_shapes = [(64, 64, 64), (16, 128, 64)]
@@ -114,21 +136,22 @@ def _quick(spec: SuiteSpec) -> list[Case]:
         gemm_shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 14336, 4096)]
         copies, pinned, ctx, seq, train = [2**26, 2**30], 2**28, 2048, 2048, (4, 1024)
     t = 120.0 if spec.tiny else 300.0
-    m, seed = spec.model, spec.seed
+    m, seed = spec.model_params(), spec.seed
     variant = "eager" if spec.tiny else "graph"
     return [
         *_gemms(spec, gemm_shapes, t),
         Case("copy", "copy", {"sizes": copies}, t, 4.0),
         Case("pinned", "pinned", {"size_bytes": pinned}, t, 4.0),
         Case("launch", "launch", {}, t, 4.0),
-        *(Case(f"decode-b{b}", "decode", {"model": m, "batch": b, "context": ctx, "variant": variant, "seed": seed,
-                                          "power_window_s": _pw(spec)}, t, 15.0) for b in (1, 16)),
-        Case("prefill", "prefill", {"model": m, "batch": 1, "seq": seq, "seed": seed, "power_window_s": _pw(spec)},
+        *(Case(f"decode-b{b}", "decode", {**m, "batch": b, "context": ctx, "variant": variant, "seed": seed,
+                                       "power_window_s": _pw(spec)}, t, 15.0) for b in (1, 16)),
+        Case("prefill", "prefill", {**m, "batch": 1, "seq": seq, "seed": seed, "power_window_s": _pw(spec)},
              t, 12.0),
         Case("train", "train", {"model": spec.train_model, "batch": train[0], "seq": train[1], "recompute": "none",
                                 "master": "fp32", "seed": seed, "power_window_s": _pw(spec)}, t, 20.0),
         *_kernel_path(spec, ("bf16",), t),
         _convergence(spec, [["bf16", "none"], ["bf16", "full"]], t),
+        *_quality(spec, t),
     ]
 
 
@@ -137,18 +160,18 @@ def _standard(spec: SuiteSpec) -> list[Case]:
         return [*_quick(spec), Case("train-recompute", "train", {
             "model": spec.train_model, "batch": 2, "seq": 32, "recompute": "full", "master": "none",
             "seed": spec.seed, "power_window_s": _pw(spec)}, 120.0, 5.0)]
-    m, seed, t = spec.model, spec.seed, 420.0
+    m, seed, t = spec.model_params(), spec.seed, 420.0
     squares = [(s, s, s) for s in (1024, 2048, 4096, 8192, 16384)]
-    cases = [*_gemms(spec, squares + _model_gemm_shapes(m, (1, 16, 128, 2048)), t),
+    cases = [*_gemms(spec, squares + _model_gemm_shapes(spec.model, (1, 16, 128, 2048)), t),
              Case("copy", "copy", {"sizes": [2**p for p in range(20, 33, 2)]}, t, 10.0),
              Case("pinned", "pinned", {"size_bytes": 2**30}, t, 6.0), Case("launch", "launch", {}, t, 4.0)]
     for variant in ("graph", "compiled-graph"):  # one child per ladder: one model, one compilation
         for ctx in (2048, 8192):
             cases.append(Case(f"decode-{variant}-ctx{ctx}", "decode", {
-                "model": m, "batches": [1, 4, 16, 64], "context": ctx, "variant": variant, "seed": seed,
+                **m, "batches": [1, 4, 16, 64], "context": ctx, "variant": variant, "seed": seed,
                 "power_window_s": POWER_WINDOW_S}, 540.0,
                 90.0 if variant.startswith("compiled") else 30.0))
-    cases += [Case(f"prefill-b{b}-s{s}", "prefill", {"model": m, "batch": b, "seq": s, "seed": seed,
+    cases += [Case(f"prefill-b{b}-s{s}", "prefill", {**m, "batch": b, "seq": s, "seed": seed,
                                                      "power_window_s": POWER_WINDOW_S}, t, 12.0)
               for b, s in ((1, 512), (1, 2048), (1, 8192), (4, 2048))]
     for b, s, rc, master in ((4, 1024, "none", "fp32"), (4, 1024, "full", "fp32"), (4, 2048, "none", "none"),
@@ -159,7 +182,7 @@ def _standard(spec: SuiteSpec) -> list[Case]:
     cases += _kernel_path(spec, ("bf16", "fp8", "fp32"), t)
     cases.append(_convergence(spec, [["bf16", "none"], ["bf16", "full"], ["fp16", "none"], ["fp32", "none"],
                                      ["fp8", "none"]], t))
-    return cases
+    return [*cases, *_quality(spec, t)]
 
 
 def _soak(spec: SuiteSpec) -> list[Case]:

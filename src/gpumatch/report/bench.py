@@ -19,10 +19,13 @@ _UNITS = (("flop/s", 1e12, "TFLOP/s"), ("B/s", 1e9, "GB/s"), ("token/s", 1.0, "t
           ("B", 2**30, "GiB"), ("1", 0.01, "%"))
 
 
-def value_text(value: Any, unit: str) -> str:
-    """``value`` (SI, in ``unit``) in the unit a person reads: TFLOP/s, GB/s, ms, GiB, %; '-' for None."""
+def value_text(value: Any, unit: str, metric: str = "") -> str:
+    """``value`` (SI, in ``unit``) in the unit a person reads: TFLOP/s, GB/s, ms, GiB, %; '-' for None.
+    A perplexity (unit 1, not a fraction) is shown as the number."""
     if value is None:
         return "-"
+    if metric == "quality_perplexity":
+        return f"{float(value):.4g}"
     for name, scale, shown in _UNITS:
         if unit == name:
             v = float(value) / scale
@@ -43,6 +46,8 @@ def config_text(config: dict[str, Any] | None) -> str:
     c = config or {}
     if {"m", "n", "k"} <= c.keys():
         return f"{c['m']}x{c['n']}x{c['k']}"
+    if "variant" in c and "window" in c:
+        return f"{c['variant']} w{c['window']}/{c['stride']}"
     if "size_bytes" in c:
         size = int(c["size_bytes"])
         return f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB"
@@ -70,7 +75,7 @@ def result_cells(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         mark = "" if r.get("predicted") is not None or ref is None else " (ds)"
         what = config_text(r.get("config"))
         out.append({"case": f"{r['case']} {what}".strip(), "metric": r["metric"],
-                    "measured": value_text(r["measured"], r["unit"]),
+                    "measured": value_text(r["measured"], r["unit"], r["metric"]),
                     "predicted": value_text(ref, r["unit"]) + mark,
                     "ratio": "-" if r.get("ratio") is None else f"{r['ratio']:.2f}",
                     "n_given": r.get("n") is not None and r["unit"] == "s", "pct_ms": _pct(r)})
@@ -108,7 +113,8 @@ COMPARE_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_t
 
 def compare_text(cmp: dict[str, Any]) -> str:
     rows = [{"case": f"{r['case']} {config_text(r.get('config'))}".strip(), "metric": r["metric"],
-             "a": value_text(r["a"], r["unit"] or ""), "b": value_text(r["b"], r["unit"] or ""),
+             "a": value_text(r["a"], r["unit"] or "", r["metric"] or ""),
+             "b": value_text(r["b"], r["unit"] or "", r["metric"] or ""),
              "ratio": "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3f}"} for r in cmp["rows"]]
     text = to_table(rows, COMPARE_COLUMNS, f"Run {cmp['run_a']} (A) against run {cmp['run_b']} (B)")
     if cmp["differing_fields"]:
@@ -187,4 +193,5 @@ def run_summary(run: Any) -> str:
              "reason": _reason(c.error_class, c.message)} for c in run.cases]
     table = to_table(rows, [Column("case", wrap=False), Column("status", wrap=False), Column("seconds", drop=2),
                             Column("results", drop=1), Column("reason")])
-    return table + f"\nrun {run.run_id} saved in {run.store_path} (gpumatch bench show {run.run_id})\n"
+    notes = "".join(f"note: {n}\n" for n in getattr(run, "notes", ()))
+    return table + f"\n{notes}run {run.run_id} saved in {run.store_path} (gpumatch bench show {run.run_id})\n"
