@@ -1,7 +1,7 @@
 """``gpumatch serve``: build the engine, start GPU telemetry, serve the OpenAI-compatible API until stopped.
 
 :func:`serve` is the library call the CLI makes; :class:`ServerThread` runs the same in a thread (tests, and a
-client that wants a local server). The engine, scheduler and HTTP API are in :mod:`gpumatch.bench.serve`
+client that wants a local server). The engine, scheduler and HTTP API are in :mod:`gpumatch.bench.server`
 (docs/serve.md). Order of startup: check the options, build the engine (model, KV slots, CUDA graphs), measure
 the idle power (GPU only, model loaded, nothing running), start the engine thread, bind, report ``Listening``.
 Shutdown (Ctrl-C, SIGTERM, or the stop event): stop accepting, cancel the requests in flight, stop the engine and
@@ -46,7 +46,7 @@ class ServeOptions:
 
 @dataclass(frozen=True)
 class Listening:
-    """The server is up: where, what it serves (:class:`gpumatch.bench.serve.engine.EngineInfo` as a dict)."""
+    """The server is up: where, what it serves (:class:`gpumatch.bench.server.engine.EngineInfo` as a dict)."""
 
     url: str
     host: str
@@ -112,8 +112,8 @@ def model_shape(o: ServeOptions) -> dict[str, Any]:
 def build(o: ServeOptions, load_weights: Callable[[Any], None] | None = None) -> Any:
     """The engine (not started). ``load_weights`` fills the model's parameters (the hook for real weights)."""
     try:
-        from gpumatch.bench.serve.build import build_engine
-        from gpumatch.bench.serve.engine import EngineConfig
+        from gpumatch.bench.server.build import build_engine
+        from gpumatch.bench.server.engine import EngineConfig
     except ImportError as e:
         raise MissingDependencyError(f"gpumatch serve needs torch, aiohttp and prometheus-client ({e})",
                                      "pip install 'gpumatch[bench,serve]'") from e
@@ -148,7 +148,7 @@ async def _run(o: ServeOptions, engine: Any, tele: Any, why: str, idle: float | 
                on_ready: Callable[[Listening], None] | None, stop: threading.Event | None) -> None:
     from aiohttp import web
 
-    from gpumatch.bench.serve.http import make_app
+    from gpumatch.bench.server.http import make_app
 
     app = make_app(engine, tele.query if tele is not None else None)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)

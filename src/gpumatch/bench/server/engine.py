@@ -1,8 +1,8 @@
 """The engine thread of ``gpumatch serve``: scheduler + runner in a loop, off the HTTP event loop.
 
 Requests come in through :meth:`Engine.submit` (any thread) with a callback; the loop, in its own thread, takes
-commands, plans one pass (:class:`gpumatch.bench.serve.scheduler.Scheduler`), runs it
-(:class:`gpumatch.bench.serve.runner.Runner`) and calls each request's callback with its new token (from the engine
+commands, plans one pass (:class:`gpumatch.bench.server.scheduler.Scheduler`), runs it
+(:class:`gpumatch.bench.server.runner.Runner`) and calls each request's callback with its new token (from the engine
 thread: the HTTP layer hands it to its event loop with ``call_soon_threadsafe``). An error in a pass fails every
 request in flight and the engine refuses new ones (``/health`` turns 503).
 
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpumatch.bench.serve.metrics import Metrics
-from gpumatch.bench.serve.scheduler import Plan, Scheduler, Seq
+from gpumatch.bench.server.metrics import Metrics
+from gpumatch.bench.server.scheduler import Plan, Scheduler, Seq
 
 LOG_LENGTH = 4096
 MEMORY_FRACTION = 0.9
@@ -92,7 +92,7 @@ class EngineInfo:
 
 
 class Engine:
-    """The loop (module docstring). Build with :func:`gpumatch.bench.serve.build.build_engine`."""
+    """The loop (module docstring). Build with :func:`gpumatch.bench.server.build.build_engine`."""
 
     def __init__(self, runner: Any, scheduler: Scheduler, info: EngineInfo, eos: int | None) -> None:
         self.runner, self.scheduler, self.info, self.eos = runner, scheduler, info, eos
@@ -105,6 +105,9 @@ class Engine:
         self._id_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gpumatch-engine", daemon=True)
+        self.dispatch: Callable[[list[tuple[Callable[[Event], None], Event]]], None] = _call_each
+        """How a pass's events reach their callbacks: all at once (the HTTP layer sets one hand-over to its event
+        loop per pass, instead of one per token)."""
 
     # --- any thread ----------------------------------------------------------------------------
     def start(self) -> Engine:
@@ -124,7 +127,7 @@ class Engine:
         with self._id_lock:
             rid, self._ids = self._ids, self._ids + 1
         seq = Seq(rid, list(prompt), max_tokens, ignore_eos, self.eos)
-        from gpumatch.bench.serve.scheduler import check_fits
+        from gpumatch.bench.server.scheduler import check_fits
 
         why = check_fits(len(seq.prompt), max_tokens, self.scheduler.max_model_len)
         if why:
@@ -175,19 +178,21 @@ class Engine:
             if seq is not None:
                 self.metrics.finished.labels("abort").inc()
                 if cb is not None:
-                    cb(Event(None, "abort", len(seq.prompt), len(seq.out)))
+                    self.dispatch([(cb, Event(None, "abort", len(seq.prompt), len(seq.out)))])
 
     def _pass(self, plan: Plan) -> None:
         t0 = time.perf_counter()
         sampled = self.runner.step(plan)
         got = self.scheduler.apply(plan, sampled)
+        events = []
         for s in got:
             cb = self._callbacks.get(s.rid)
             if s.finish_reason is not None:
                 self._callbacks.pop(s.rid, None)
                 self.metrics.finished.labels(s.finish_reason).inc()
             if cb is not None:
-                cb(Event(s.out[-1], s.finish_reason, len(s.prompt), len(s.out)))
+                events.append((cb, Event(s.out[-1], s.finish_reason, len(s.prompt), len(s.out))))
+        self.dispatch(events)
         seconds = time.perf_counter() - t0
         self.log.append(Iteration(plan.kind, len(plan.decode), plan.prefill_tokens, len(plan.chunks), seconds))
         m = self.metrics
@@ -205,8 +210,15 @@ class Engine:
         m.slots_used.set(len(s.running))
 
     def _fail(self, message: str) -> None:
+        events = []
         self.error = message
         for rid, cb in list(self._callbacks.items()):
             self.metrics.finished.labels("error").inc()
-            cb(Event(None, "error", 0, 0, error=message))
+            events.append((cb, Event(None, "error", 0, 0, error=message)))
             self._callbacks.pop(rid, None)
+        self.dispatch(events)
+
+
+def _call_each(events: list[tuple[Callable[[Event], None], Event]]) -> None:
+    for cb, ev in events:
+        cb(ev)

@@ -10,7 +10,8 @@ tokens. The projections and the MLP run once over all ``n`` rows, so prompt toke
 decode rows (the ``mixed`` pass of vLLM V1 / TensorRT-LLM in-flight batching). Attention is split:
 
 - decode rows: the query heads of each KV group laid out as a length-G query against the slot's cache up to a
-  context bucket (a power of two >= the longest context in the pass), keys past each row's length masked;
+  context bucket (:func:`context_buckets`, the first >= the longest context in the pass), keys past each row's
+  length masked;
 - a chunk at prompt offset ``s`` of ``t`` tokens: its ``G t`` queries per KV head against positions ``0 .. s+t-1``
   of its slot, causal (query ``i`` sees keys ``<= s + i``).
 
@@ -24,7 +25,6 @@ Positions use RoPE tables of ``max_len + 1`` entries (:func:`gpumatch.bench.llam
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from gpumatch.bench.llama import Block, Llama, rope_tables
-from gpumatch.bench.serve.scheduler import Plan
+from gpumatch.bench.server.scheduler import Plan
 
 MIN_CONTEXT_BUCKET = 16
 
@@ -41,6 +41,16 @@ def buckets(top: int, low: int = 1) -> list[int]:
     """Powers of two from ``low`` below ``top``, and ``top``: 1, 2, 4, ..., top."""
     out = [b for b in (2 ** k for k in range(int(math.log2(max(low, 1))), 64)) if b < top]
     return [*out, top]
+
+
+def context_buckets(max_len: int) -> list[int]:
+    """Decode context buckets: powers of two from :data:`MIN_CONTEXT_BUCKET` to 512, then steps of
+    ``max(512, max_len / 8)`` up to ``max_len`` (so a long context is read at most one step past its length)."""
+    if max_len <= MIN_CONTEXT_BUCKET:
+        return [max_len]
+    low = buckets(min(max_len, 512), MIN_CONTEXT_BUCKET)
+    step = max(512, -(-max_len // 8))
+    return sorted({*low, *range(low[-1] + step, max_len, step), max_len})
 
 
 def kv_cache_bytes(model: Llama, slots: int, max_len: int) -> int:
@@ -78,7 +88,7 @@ class Runner:
         self.v = [torch.zeros_like(t) for t in self.k]
         self.rope = rope_tables(s, max_len + 1, self.dev, self.dtype)
         self.batch_buckets = buckets(slots)
-        self.context_buckets = buckets(max_len, MIN_CONTEXT_BUCKET) if max_len > MIN_CONTEXT_BUCKET else [max_len]
+        self.context_buckets = context_buckets(max_len)
         self.graphs: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._static: dict[str, torch.Tensor] = {}
         self.graph_error: str | None = None

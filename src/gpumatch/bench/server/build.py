@@ -4,7 +4,7 @@ Weights are random (normal, std 0.02, :func:`gpumatch.bench.llama.build_model`),
 hook for real ones: a callable that fills the built model's parameters in place (from a local folder, say); it
 runs before the KV cache is allocated, so the memory check sees the loaded model.
 
-Memory (CUDA): the server takes at most :data:`gpumatch.bench.serve.engine.MEMORY_FRACTION` of the GPU's memory:
+Memory (CUDA): the server takes at most :data:`gpumatch.bench.server.engine.MEMORY_FRACTION` of the GPU's memory:
 the weights (allocated), one pass's activations (a reserve for ``max_num_batched_tokens`` rows, below) and the KV
 slots. When ``max_num_seqs`` slots of ``max_model_len`` tokens do not fit, the slot count is lowered to what fits
 (a warning says so); none fitting is an error. Activation reserve per token of a pass, elements:
@@ -15,14 +15,13 @@ output), plus 1 GiB for cuBLAS workspaces and the CUDA graphs' pool.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
 from gpumatch.bench.llama import Llama, build_model
-from gpumatch.bench.serve.engine import MEMORY_FRACTION, Engine, EngineConfig, EngineInfo
-from gpumatch.bench.serve.runner import Runner, kv_cache_bytes
-from gpumatch.bench.serve.scheduler import Scheduler
+from gpumatch.bench.server.engine import MEMORY_FRACTION, Engine, EngineConfig, EngineInfo
+from gpumatch.bench.server.runner import Runner, kv_cache_bytes
+from gpumatch.bench.server.scheduler import Scheduler
 from gpumatch.bench.shapes import LlamaShape
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -92,7 +91,8 @@ def build_engine(cfg: EngineConfig, load_weights: Callable[[Llama], None] | None
     info = EngineInfo(
         model=shape.name or "llama", device=str(dev), dtype=str(dtype).removeprefix("torch."),
         params=shape.params_total, slots=slots, max_model_len=cfg.max_model_len,
-        max_num_batched_tokens=cfg.max_num_batched_tokens, kv_cache_bytes=kv_cache_bytes(model, slots, cfg.max_model_len),
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        kv_cache_bytes=kv_cache_bytes(model, slots, cfg.max_model_len),
         cuda_graphs=len(runner.graphs), warnings=warnings)
     return Engine(runner, sched, info, cfg.eos_token_id)
 

@@ -15,7 +15,7 @@ Routes (request and response shapes as in https://platform.openai.com/docs/api-r
   ``GET /gpumatch/telemetry?since=UNIX_S`` (GPU samples, when the server has them).
 
 Bad bodies are HTTP 400 with OpenAI's error object ``{"error": {"message", "type": "invalid_request_error",
-"param", "code"}}``; an unknown model is 404. ``usage`` counts tokens as :mod:`gpumatch.bench.serve.tokens` does.
+"param", "code"}}``; an unknown model is 404. ``usage`` counts tokens as :mod:`gpumatch.bench.server.tokens` does.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gpumatch.bench.serve import tokens
-from gpumatch.bench.serve.engine import Engine, Event
+from gpumatch.bench.server import tokens
+from gpumatch.bench.server.engine import Engine, Event
 
 TelemetryFn = Callable[[float | None], dict[str, Any]]
 ENGINE_KEY = web.AppKey("engine", Engine)
@@ -124,7 +124,8 @@ def parse(body: Any, chat: bool, vocab: int, max_model_len: int, model: str) -> 
     opts = body.get("stream_options") or {}
     if not isinstance(opts, dict):
         raise BadRequest("stream_options must be an object", "stream_options")
-    return Job(ids, int(max_tokens or default), _bool(body, "stream"), bool(opts.get("include_usage")),
+    return Job(ids, default if max_tokens is None else max_tokens, _bool(body, "stream"),
+               bool(opts.get("include_usage")),
                _bool(body, "ignore_eos"), chat)
 
 
@@ -139,7 +140,8 @@ class _Request:
         self.rid = engine.submit(job.prompt, job.max_tokens, job.ignore_eos, self._from_engine)
 
     def _from_engine(self, ev: Event) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, ev)
+        """Runs on the event loop (the engine's dispatch hands each pass's events over at once)."""
+        self.queue.put_nowait(ev)
 
     async def events(self) -> Any:
         while not self.done:
@@ -281,6 +283,20 @@ def make_app(engine: Engine, telemetry: TelemetryFn | None = None) -> web.Applic
             return web.json_response({"available": False, "reason": "this server samples no GPU telemetry"})
         return web.json_response(telemetry(since))
 
+    async def hand_over(app: web.Application) -> None:
+        loop = asyncio.get_running_loop()
+
+        def run_all(events: list[tuple[Callable[[Event], None], Event]]) -> None:
+            for cb, ev in events:
+                cb(ev)
+
+        def dispatch(events: list[tuple[Callable[[Event], None], Event]]) -> None:
+            if events and not loop.is_closed():
+                loop.call_soon_threadsafe(run_all, events)
+
+        engine.dispatch = dispatch
+
+    app.on_startup.append(hand_over)
     app.add_routes([
         web.post("/v1/completions", completions), web.post("/v1/chat/completions", chat),
         web.get("/v1/models", models), web.get("/health", health), web.get("/metrics", metrics),
