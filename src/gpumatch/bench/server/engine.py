@@ -143,6 +143,9 @@ class Engine:
 
     # --- the engine thread ---------------------------------------------------------------------
     def _loop(self) -> None:
+        bind = getattr(self.runner, "bind_thread", None)
+        if bind is not None:
+            bind()
         while not self._stop.is_set():
             self._drain(block=False)
             plan = self.scheduler.schedule()

@@ -92,8 +92,29 @@ class Runner:
         self.graphs: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._static: dict[str, torch.Tensor] = {}
         self.graph_error: str | None = None
-        if use_graphs and self.dev.type == "cuda":
-            self._capture_all()
+        self._host: torch.Tensor | None = None
+        if self.dev.type == "cuda":
+            torch.cuda.set_device(self.dev)
+            self._host = torch.empty(max(slots, 1) + 1, dtype=torch.long, pin_memory=True)
+            if use_graphs:
+                self._capture_all()
+
+    def bind_thread(self) -> None:
+        """Make the calling thread's current CUDA device the runner's (the engine thread calls it first)."""
+        if self.dev.type == "cuda":
+            torch.cuda.set_device(self.dev)
+
+    def _to_host(self, ids: torch.Tensor) -> list[int]:
+        """``ids`` as a list; on CUDA through a pinned buffer and an event wait, which lets other Python threads
+        (the HTTP event loop) run while the GPU finishes the pass."""
+        if self._host is None or ids.numel() > self._host.numel():
+            return cast(list[int], ids.tolist())
+        out = self._host[: ids.numel()]
+        out.copy_(ids, non_blocking=True)
+        done = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        done.record()
+        done.synchronize()
+        return cast(list[int], out.tolist())
 
     # --- layout ----------------------------------------------------------------------------------
     def _view(self, t: torch.Tensor) -> torch.Tensor:
@@ -148,7 +169,7 @@ class Runner:
 
         b = _Batch(as_tensor(tok), as_tensor(pos), as_tensor(write), span, context, as_tensor(length), chunks,
                    as_tensor(sample))
-        return cast(list[int], self._forward(b).tolist())
+        return self._to_host(self._forward(b))
 
     def _forward(self, b: _Batch) -> torch.Tensor:
         """Greedy next token of each of ``b.sample_rows``."""
@@ -190,30 +211,36 @@ class Runner:
         """Causal attention of a chunk's queries ``q`` (t, H, D) at positions start..start+t-1 over its slot."""
         s, g = self.model.s, self.group
         end = start + t
-        qc = q.view(t, s.kv_heads, g, s.head_dim).permute(1, 2, 0, 3).reshape(s.kv_heads, g * t, s.head_dim)
+        qc = q.view(t, s.kv_heads, g, s.head_dim).permute(1, 2, 0, 3).reshape(1, s.kv_heads, g * t, s.head_dim)
         keys = torch.arange(end, device=self.dev)
         allowed = keys[None, :] <= (start + torch.arange(t, device=self.dev))[:, None]
-        out = F.scaled_dot_product_attention(qc, kc[:end].transpose(0, 1), vc[:end].transpose(0, 1),
+        # 4-D, as the fused (memory-efficient) kernels want; the mask broadcasts over the KV heads
+        out = F.scaled_dot_product_attention(qc, kc[:end].transpose(0, 1)[None], vc[:end].transpose(0, 1)[None],
                                              attn_mask=allowed.repeat(g, 1))
         return out.view(s.kv_heads, g, t, s.head_dim).permute(2, 0, 1, 3).reshape(t, -1)
 
     # --- CUDA graphs ---------------------------------------------------------------------------
     def _static_batch(self, span: int, context: int) -> _Batch:
-        st = self._static
-        return _Batch(st["tokens"][:span], st["positions"][:span], st["write"][:span], span, context,
-                      st["lengths"][:span], [], st["rows"][:span])
+        st = self._static["inputs"]
+        return _Batch(st[0, :span], st[1, :span], st[2, :span], span, context, st[3, :span], [],
+                      self._static["rows"][:span])
+
+    def make_static(self) -> None:
+        """The graphs' input buffers: one (4, slots) tensor of tokens, positions, cache rows written (scratch until
+        set), lengths attended; and the rows sampled (all)."""
+        n = self.slots
+        inputs = torch.zeros(4, n, dtype=torch.long, device=self.dev)
+        inputs[2] = torch.tensor([self._row(i, self.max_len) for i in range(n)], device=self.dev)
+        inputs[3] = 1
+        self._static = {"inputs": inputs, "rows": torch.arange(n, device=self.dev)}
+
+    def static_batch(self, span: int, context: int) -> _Batch:
+        return self._static_batch(span, context)
 
     def _capture_all(self) -> None:
         """Capture a decode graph per (batch bucket, context bucket), largest first, sharing one memory pool.
         A failure leaves the remaining shapes eager and says why in :attr:`graph_error`."""
-        n = self.slots
-        self._static = {
-            "tokens": torch.zeros(n, dtype=torch.long, device=self.dev),
-            "positions": torch.zeros(n, dtype=torch.long, device=self.dev),
-            "write": torch.tensor([self._row(i, self.max_len) for i in range(n)], device=self.dev),
-            "lengths": torch.ones(n, dtype=torch.long, device=self.dev),
-            "rows": torch.arange(n, device=self.dev),
-        }
+        self.make_static()
         pool = torch.cuda.graph_pool_handle()
         try:
             with torch.inference_mode():
@@ -241,13 +268,11 @@ class Runner:
         return graph, out
 
     def _replay(self, plan: Plan, span: int, context: int) -> list[int]:
-        tok, pos, write, length = self._decode_inputs(plan, span)
-        st = self._static
-        for name, values in (("tokens", tok), ("positions", pos), ("write", write), ("lengths", length)):
-            st[name][:span].copy_(torch.tensor(values, dtype=torch.long), non_blocking=False)
+        host = torch.tensor(self._decode_inputs(plan, span), dtype=torch.long)
+        self._static["inputs"][:, :span].copy_(host)  # one copy of the four input rows
         graph, out = self.graphs[(span, context)]
         graph.replay()
-        ids = cast(list[int], out.tolist())
+        ids = self._to_host(out)
         return [ids[s.slot] for s in plan.decode]
 
 
