@@ -123,7 +123,7 @@ def build(o: ServeOptions, load_weights: Callable[[Any], None] | None = None) ->
     try:
         return build_engine(cfg, load_weights)
     except ValueError as e:
-        raise InputError(str(e), "lower --max-num-seqs or --max-model-len") from e
+        raise InputError(str(e), "lower --max-num-seqs or --max-model-len (on a CPU: --tiny)") from e
 
 
 def serve(o: ServeOptions, on_ready: Callable[[Listening], None] | None = None,

@@ -213,3 +213,20 @@ def test_loopback_by_default_and_a_warning_otherwise() -> None:
 def test_bad_options_are_input_errors(opts: ServeOptions) -> None:
     with pytest.raises(InputError):
         check_options(opts)
+
+
+def test_a_model_too_big_for_this_cpu_is_refused_before_it_is_built() -> None:
+    from gpumatch.lab.serve import build
+
+    with pytest.raises(InputError, match="RAM"):
+        build(ServeOptions(model="llama-3.1-405b", device="cpu"))  # 1.6 TB of fp32 weights
+
+
+def test_an_empty_prompt_is_a_400(server: ServerThread) -> None:
+    async def main() -> tuple[int, dict[str, Any]]:
+        async with aiohttp.ClientSession() as sess, sess.post(server.url + "/v1/completions",
+                                                              json={"prompt": "   "}) as r:
+            return r.status, await r.json()
+
+    status, err = asyncio.run(main())
+    assert status == 400 and err["error"]["param"] == "prompt"

@@ -14,6 +14,7 @@ output), plus 1 GiB for cuBLAS workspaces and the CUDA graphs' pool.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import torch
@@ -72,6 +73,21 @@ def fitting_slots(model: Llama, cfg: EngineConfig, dev: torch.device) -> tuple[i
     return slots, warnings
 
 
+def check_host_memory(shape: LlamaShape, cfg: EngineConfig, dtype: torch.dtype) -> None:
+    """On a CPU, refuse before allocating when weights + KV slots would take more than half the machine's RAM
+    (``gpumatch serve`` without ``--tiny`` on a laptop would otherwise build an 8B model in fp32)."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    elem = torch.empty((), dtype=dtype).element_size()
+    kv = 2 * shape.layers * cfg.max_num_seqs * (cfg.max_model_len + 1) * shape.kv_heads * shape.head_dim * elem
+    need = shape.params_total * elem + kv
+    if need > 0.5 * ram:
+        raise ValueError(f"the model and its KV slots need {need / 2**30:.1f} GiB, more than half of this machine's "
+                         f"{ram / 2**30:.1f} GiB of RAM (no CUDA device is in use); serve --tiny on a CPU")
+
+
 def build_engine(cfg: EngineConfig, load_weights: Callable[[Llama], None] | None = None) -> Engine:
     """The engine, built and warmed (CUDA graphs captured) but not started. ValueError on a bad setting."""
     if min(cfg.max_num_seqs, cfg.max_model_len, cfg.max_num_batched_tokens) < 1:
@@ -79,6 +95,8 @@ def build_engine(cfg: EngineConfig, load_weights: Callable[[Llama], None] | None
     dev = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, dev)
     shape = LlamaShape.from_dict(cfg.shape)
+    if dev.type == "cpu":
+        check_host_memory(shape, cfg, dtype)
     torch.manual_seed(cfg.seed)
     model = build_model(shape, dev, dtype).eval()
     if load_weights is not None:

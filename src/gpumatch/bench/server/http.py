@@ -240,7 +240,7 @@ def make_app(engine: Engine, telemetry: TelemetryFn | None = None) -> web.Applic
         except BadRequest as e:
             return _error(str(e), e.status, e.param)
         except ValueError as e:
-            return _error(str(e), 400, "max_tokens")
+            return _error(str(e), 400, "prompt" if "prompt has no tokens" in str(e) else "max_tokens")
         except RuntimeError as e:
             return _error(str(e), 503)
         try:
