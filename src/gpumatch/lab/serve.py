@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ def check_options(o: ServeOptions) -> list[str]:
         raise InputError(f"--port must be 0-65535, not {o.port}", "0 picks a free port")
     if o.dtype not in ("auto", "bf16", "fp16", "fp32"):
         raise InputError(f"unknown --dtype {o.dtype!r}", "one of auto, bf16, fp16, fp32")
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", o.device):
+        raise InputError(f"unknown --device {o.device!r}", "one of auto, cpu, cuda, cuda:N")
     if o.idle_s < 0 or o.idle_s > 60:
         raise InputError(f"--idle-seconds must be 0-60, not {o.idle_s}")
     if is_loopback(o.host):
@@ -133,7 +136,7 @@ def serve(o: ServeOptions, on_ready: Callable[[Listening], None] | None = None,
     engine = build(o, load_weights)
     from gpumatch.lab.serve_telemetry import open_server_telemetry
 
-    tele, why = open_server_telemetry(engine.runner.dev.type)
+    tele, why = open_server_telemetry(str(engine.runner.dev))
     try:
         idle = tele.measure_idle(o.idle_s) if tele is not None else None
         engine.start()

@@ -38,11 +38,14 @@ MAX_ROWS = 200_000
 """Most sample rows one query returns (an hour at 10 Hz is 36,000)."""
 
 
-def serving_gpu_index() -> int:
-    """The NVML index of the GPU torch uses as ``cuda:0``: the first of ``CUDA_VISIBLE_DEVICES`` when it lists
-    integers, else 0 (NVML numbers GPUs ignoring that variable)."""
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return int(first) if first.isdigit() else 0
+def serving_gpu_index(cuda_index: int = 0) -> int:
+    """The NVML index of the GPU torch calls ``cuda:<cuda_index>``: that entry of ``CUDA_VISIBLE_DEVICES`` when it
+    lists integers, else ``cuda_index`` (NVML numbers GPUs in PCI order and ignores that variable; CUDA's default
+    order agrees with it on a machine of identical GPUs)."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if cuda_index < len(visible) and visible[cuda_index].isdigit():
+        return int(visible[cuda_index])
+    return cuda_index
 
 
 class ServerTelemetry:
@@ -117,13 +120,14 @@ class ServerTelemetry:
                 "idle_window_s": self.idle_window_s, "samples": samples, "energy": energy}
 
 
-def open_server_telemetry(device_type: str) -> tuple[ServerTelemetry | None, str]:
-    """Telemetry of the serving GPU when the engine runs on CUDA and NVML opens; else None and the reason."""
-    if device_type != "cuda":
+def open_server_telemetry(device: str) -> tuple[ServerTelemetry | None, str]:
+    """Telemetry of the serving GPU (``device``: ``cuda:N`` or ``cpu``) when NVML opens; else None and the reason."""
+    if not device.startswith("cuda"):
         return None, "the server runs on a CPU"
+    index = int(device.partition(":")[2] or 0)
     try:
         from gpumatch.telemetry.nvml import open_nvml
 
-        return ServerTelemetry(open_nvml(None), serving_gpu_index()).start(), ""
+        return ServerTelemetry(open_nvml(None), serving_gpu_index(index)).start(), ""
     except (GpumatchError, ImportError, OSError) as e:
         return None, f"NVML is not available ({e})"

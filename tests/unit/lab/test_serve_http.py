@@ -209,7 +209,8 @@ def test_loopback_by_default_and_a_warning_otherwise() -> None:
 
 
 @pytest.mark.parametrize("opts", [ServeOptions(max_num_seqs=0), ServeOptions(port=70000), ServeOptions(dtype="int3"),
-                                  ServeOptions(model="llama-3.1-8b", tiny=True), ServeOptions(idle_s=-1)])
+                                  ServeOptions(model="llama-3.1-8b", tiny=True), ServeOptions(idle_s=-1),
+                                  ServeOptions(device="tpu")])
 def test_bad_options_are_input_errors(opts: ServeOptions) -> None:
     with pytest.raises(InputError):
         check_options(opts)

@@ -38,6 +38,6 @@ def test_no_telemetry_on_a_cpu_and_unknown_gpu(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(GpumatchError, match="no GPU 3"):
         ServerTelemetry(FakeBackend.from_file(TRACE), 3)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    assert serving_gpu_index() == 2
+    assert serving_gpu_index() == 2 and serving_gpu_index(1) == 3
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-abc")
-    assert serving_gpu_index() == 0
+    assert serving_gpu_index() == 0 and serving_gpu_index(1) == 1

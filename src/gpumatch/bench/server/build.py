@@ -30,11 +30,15 @@ GRAPH_RESERVE_BYTES = 1 << 30
 
 
 def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for, but torch sees no CUDA device")
+    """``auto``: the current CUDA device when torch sees one, else the CPU; a CUDA device always with its index."""
+    dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("--device cuda was asked for, but torch sees no CUDA device")
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"no CUDA device {index} (torch sees {torch.cuda.device_count()})")
+        dev = torch.device("cuda", index)
     return dev
 
 
