@@ -58,9 +58,10 @@ Recompute = Literal["none", "selective", "full"]
 #: Activation recomputation: none, selective (attention only; Korthikanti et al. 2022) or full.
 RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
 
-Engine = Literal["vllm", "sglang", "trtllm", "static"]
-#: Serving engines by name (``static`` = a plain static-batching loop); profiles in estimate/data/engines.toml.
-ENGINES: tuple[Engine, ...] = ("vllm", "sglang", "trtllm", "static")
+Engine = Literal["vllm", "sglang", "trtllm", "gpumatch", "static"]
+#: Serving engines by name (``gpumatch`` = ``gpumatch serve``, this package's own server; ``static`` = a plain
+#: static-batching loop); profiles in estimate/data/engines.toml.
+ENGINES: tuple[Engine, ...] = ("vllm", "sglang", "trtllm", "gpumatch", "static")
 
 
 def is_training(task: str) -> bool:

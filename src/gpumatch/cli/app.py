@@ -88,7 +88,7 @@ def _root(
 
 def _register() -> None:
     # --- command registry: one line per verb module (keep sorted) ---
-    from gpumatch.cli import bench, doctor, estimate, gpus, models, monitor, plan, runs, workload
+    from gpumatch.cli import bench, doctor, estimate, gpus, models, monitor, plan, runs, serve, workload
 
     app.add_typer(bench.app, name="bench")
     app.command("doctor", help=doctor.HELP)(doctor.doctor)
@@ -98,6 +98,7 @@ def _register() -> None:
     app.command("monitor", help=monitor.HELP, context_settings=monitor.CONTEXT)(monitor.monitor)
     app.command("plan", help=plan.HELP)(plan.plan_cmd)
     app.add_typer(runs.app, name="runs")
+    app.command("serve", help=serve.HELP)(serve.serve_cmd)
     app.add_typer(workload.app, name="workload")
     # --- end of registry ---
 

@@ -84,7 +84,7 @@ def test_lengths_are_seeded_and_in_range() -> None:
 SERVE = {"task": "serve", "prompt": 1024, "gen": 512, "with_scaling": False}
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "gpumatch"])
 def test_long_replay_with_spread_lengths_approaches_the_steady_state(engine: str) -> None:
     # with many requests the first burst weighs little and spread lengths break the convoys: the replay's
     # TPOT comes to the steady state's (the same pass equations seen request by request)

@@ -37,7 +37,7 @@ def test_static_engine_keeps_the_static_batch_numbers() -> None:
     assert a.metrics["ttft_s"] < a.metrics["prefill_s"]  # one prompt alone, not the batch
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "gpumatch"])
 def test_closed_loop_steady_state(engine: str) -> None:
     runs = [estimate("llama-3.1-8b", "H100 SXM", batch=c, engine=engine, num_prompts=0, **SERVE) for c in (1, 8, 64)]
     tpot = [r.metrics["tpot_s"] for r in runs]

@@ -1,0 +1,13 @@
+"""gpumatch's own continuous-batching server engine (``gpumatch serve``; docs/serve.md).
+
+- :mod:`.tokens`: prompt text <-> token ids without a tokenizer (torch-free);
+- :mod:`.scheduler`: the iteration-level scheduler: slots, admission, chunked prefill under a token budget
+  (torch-free, unit-tested on its own);
+- :mod:`.runner`: the model side: the slot KV cache, one flat forward per iteration that mixes decode rows and
+  prefill chunks, CUDA graphs for decode-only iterations (imports torch);
+- :mod:`.engine`: the engine thread that runs scheduler + runner and hands tokens to the event loop;
+- :mod:`.metrics`: the Prometheus metrics (prometheus-client);
+- :mod:`.http`: the OpenAI-compatible HTTP API (aiohttp).
+
+Only :mod:`.runner` (and :mod:`.engine`, which builds it) import torch.
+"""

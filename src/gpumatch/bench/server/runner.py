@@ -1,0 +1,285 @@
+"""The model side of ``gpumatch serve``: slot KV cache, one flat forward per iteration, CUDA graphs for decode.
+
+KV cache: per layer one K and one V tensor of ``slots x (max_len + 1)`` rows of ``(kv_heads, head_dim)``
+(``(slots, max_len + 1, kv_heads, head_dim)`` viewed flat, the layout flash attention reads). Row ``max_len`` of
+every slot is scratch: slots inside the decode span that do not decode this pass write their K/V there.
+
+Forward of one pass (:meth:`Runner.step`): the tokens of the pass form one flat batch ``(n, hidden)``: first one row
+per slot ``0 .. span-1`` (the decode rows; idle slots ride along and are discarded), then every prompt chunk's
+tokens. The projections and the MLP run once over all ``n`` rows, so prompt tokens share the weight reads of the
+decode rows (the ``mixed`` pass of vLLM V1 / TensorRT-LLM in-flight batching). Attention is split:
+
+- decode rows: the query heads of each KV group laid out as a length-G query against the slot's cache up to a
+  context bucket (:func:`context_buckets`, the first >= the longest context in the pass), keys past each row's
+  length masked;
+- a chunk at prompt offset ``s`` of ``t`` tokens: its ``G t`` queries per KV head against positions ``0 .. s+t-1``
+  of its slot, causal (query ``i`` sees keys ``<= s + i``).
+
+Decode-only passes on CUDA replay a CUDA graph captured per (batch bucket, context bucket), batch buckets 1, 2,
+4, ... up to the slot count (the span is rounded up to a bucket); other passes, and every pass on a CPU, run eagerly.
+Sampling is greedy (argmax), done on the device; only the sampled ids come back to the host.
+
+Positions use RoPE tables of ``max_len + 1`` entries (:func:`gpumatch.bench.llama.rope_tables`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, cast
+
+import torch
+import torch.nn.functional as F
+
+from gpumatch.bench.llama import Block, Llama, rope_tables
+from gpumatch.bench.server.scheduler import Plan
+
+MIN_CONTEXT_BUCKET = 16
+
+
+def buckets(top: int, low: int = 1) -> list[int]:
+    """Powers of two from ``low`` below ``top``, and ``top``: 1, 2, 4, ..., top."""
+    out = [b for b in (2 ** k for k in range(int(math.log2(max(low, 1))), 64)) if b < top]
+    return [*out, top]
+
+
+def context_buckets(max_len: int) -> list[int]:
+    """Decode context buckets: powers of two from :data:`MIN_CONTEXT_BUCKET` to 512, then steps of
+    ``max(512, max_len / 8)`` up to ``max_len`` (so a long context is read at most one step past its length)."""
+    if max_len <= MIN_CONTEXT_BUCKET:
+        return [max_len]
+    low = buckets(min(max_len, 512), MIN_CONTEXT_BUCKET)
+    step = max(512, -(-max_len // 8))
+    return sorted({*low, *range(low[-1] + step, max_len, step), max_len})
+
+
+def kv_cache_bytes(model: Llama, slots: int, max_len: int) -> int:
+    """Bytes of the slot cache: K and V, every layer, ``slots x (max_len + 1)`` rows of kv_heads x head_dim."""
+    s = model.s
+    return 2 * s.layers * slots * (max_len + 1) * s.kv_heads * s.head_dim * model.embed.weight.element_size()
+
+
+@dataclass
+class _Batch:
+    """Device inputs of one pass (flat rows: ``span`` decode rows, then the chunk tokens)."""
+
+    tokens: torch.Tensor
+    positions: torch.Tensor
+    write_rows: torch.Tensor
+    span: int
+    context: int
+    lengths: torch.Tensor
+    chunks: list[tuple[int, int, int, int]]
+    """(row offset, slot, start, length) of each chunk."""
+    sample_rows: torch.Tensor
+
+
+class Runner:
+    """Owns the cache and runs passes (module docstring). ``use_graphs``: capture decode graphs (CUDA only)."""
+
+    def __init__(self, model: Llama, slots: int, max_len: int, use_graphs: bool) -> None:
+        s = model.s
+        self.model, self.slots, self.max_len = model, slots, max_len
+        self.dev, self.dtype = model.embed.weight.device, model.embed.weight.dtype
+        self.group = s.heads // s.kv_heads
+        rows = slots * (max_len + 1)
+        self.k = [torch.zeros(rows, s.kv_heads, s.head_dim, device=self.dev, dtype=self.dtype)
+                  for _ in range(s.layers)]
+        self.v = [torch.zeros_like(t) for t in self.k]
+        self.rope = rope_tables(s, max_len + 1, self.dev, self.dtype)
+        self.batch_buckets = buckets(slots)
+        self.context_buckets = context_buckets(max_len)
+        self.graphs: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
+        self._static: dict[str, torch.Tensor] = {}
+        self.graph_error: str | None = None
+        self._host: torch.Tensor | None = None
+        if self.dev.type == "cuda":
+            torch.cuda.set_device(self.dev)
+            self._host = torch.empty(max(slots, 1) + 1, dtype=torch.long, pin_memory=True)
+            if use_graphs:
+                self._capture_all()
+
+    def bind_thread(self) -> None:
+        """Make the calling thread's current CUDA device the runner's (the engine thread calls it first)."""
+        if self.dev.type == "cuda":
+            torch.cuda.set_device(self.dev)
+
+    def _to_host(self, ids: torch.Tensor) -> list[int]:
+        """``ids`` as a list; on CUDA through a pinned buffer and an event wait, which lets other Python threads
+        (the HTTP event loop) run while the GPU finishes the pass."""
+        if self._host is None or ids.numel() > self._host.numel():
+            return cast(list[int], ids.tolist())
+        out = self._host[: ids.numel()]
+        out.copy_(ids, non_blocking=True)
+        done = torch.cuda.Event()  # type: ignore[no-untyped-call]
+        done.record()
+        done.synchronize()
+        return cast(list[int], out.tolist())
+
+    # --- layout ----------------------------------------------------------------------------------
+    def _view(self, t: torch.Tensor) -> torch.Tensor:
+        s = self.model.s
+        return t.view(self.slots, self.max_len + 1, s.kv_heads, s.head_dim)
+
+    def _row(self, slot: int, pos: int) -> int:
+        return slot * (self.max_len + 1) + pos
+
+    def _bucket(self, values: list[int], need: int) -> int:
+        return next(b for b in values if b >= need)
+
+    # --- one pass ------------------------------------------------------------------------------
+    def step(self, plan: Plan) -> dict[int, int]:
+        """Run ``plan``; the sampled token of every row that samples, by request id."""
+        span = self._bucket(self.batch_buckets, plan.decode_span) if plan.decode else 0
+        need = max((s.kv_tokens + 1 for s in plan.decode), default=1)
+        context = self._bucket(self.context_buckets, need)
+        with torch.inference_mode():
+            if not plan.chunks and (span, context) in self.graphs:
+                ids = self._replay(plan, span, context)
+            else:
+                ids = self._eager(plan, span, context)
+        rids = [s.rid for s in plan.decode] + [c.seq.rid for c in plan.chunks if c.completes]
+        return dict(zip(rids, ids, strict=True))
+
+    def _decode_inputs(self, plan: Plan, span: int) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Per decode row (slots 0..span-1): token, position, cache row written, length attended."""
+        tok, pos, write, length = [0] * span, [0] * span, [0] * span, [1] * span
+        for slot in range(span):
+            write[slot] = self._row(slot, self.max_len)  # scratch unless the slot decodes
+        for s in plan.decode:
+            p = s.kv_tokens
+            tok[s.slot], pos[s.slot], write[s.slot], length[s.slot] = s.out[-1], p, self._row(s.slot, p), p + 1
+        return tok, pos, write, length
+
+    def _eager(self, plan: Plan, span: int, context: int) -> list[int]:
+        tok, pos, write, length = self._decode_inputs(plan, span)
+        chunks: list[tuple[int, int, int, int]] = []
+        sample = [s.slot for s in plan.decode]
+        for c in plan.chunks:
+            off = len(tok)
+            chunks.append((off, c.seq.slot, c.start, c.length))
+            tok += c.seq.prompt[c.start:c.start + c.length]
+            pos += list(range(c.start, c.start + c.length))
+            write += [self._row(c.seq.slot, p) for p in range(c.start, c.start + c.length)]
+            if c.completes:
+                sample.append(off + c.length - 1)
+
+        def as_tensor(v: list[int]) -> torch.Tensor:
+            return torch.tensor(v, device=self.dev, dtype=torch.long)
+
+        b = _Batch(as_tensor(tok), as_tensor(pos), as_tensor(write), span, context, as_tensor(length), chunks,
+                   as_tensor(sample))
+        return self._to_host(self._forward(b))
+
+    def _forward(self, b: _Batch) -> torch.Tensor:
+        """Greedy next token of each of ``b.sample_rows``."""
+        m = self.model
+        x = m.embed(b.tokens)
+        cos_sin = self.rope.index_select(1, b.positions).unsqueeze(2)  # (2, n, 1, D)
+        mask = None
+        if b.span:
+            mask = (torch.arange(b.context, device=self.dev)[None, :] < b.lengths[:, None]).view(b.span, 1, 1, -1)
+        for i, layer in enumerate(m.layers):
+            x = self._layer(cast(Block, layer), i, x, cos_sin, b, mask)
+        h = m.norm(x.index_select(0, b.sample_rows))
+        return m.head(h).argmax(dim=-1)
+
+    def _layer(self, block: Block, i: int, x: torch.Tensor, cos_sin: torch.Tensor, b: _Batch,
+               mask: torch.Tensor | None) -> torch.Tensor:
+        s = self.model.s
+        n, g = x.shape[0], self.group
+        q, k, v = block.attn.wqkv(block.attn_norm(x)).split(
+            [s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim], -1)
+        q = _rotate(q.view(n, s.heads, s.head_dim), cos_sin)
+        k = _rotate(k.view(n, s.kv_heads, s.head_dim), cos_sin)
+        self.k[i].index_copy_(0, b.write_rows, k)
+        self.v[i].index_copy_(0, b.write_rows, v.view(n, s.kv_heads, s.head_dim))
+        kc, vc = self._view(self.k[i]), self._view(self.v[i])
+        outs = []
+        if b.span:
+            qd = q[: b.span].view(b.span, s.kv_heads, g, s.head_dim)
+            kd, vd = kc[: b.span, : b.context].transpose(1, 2), vc[: b.span, : b.context].transpose(1, 2)
+            outs.append(F.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask).reshape(b.span, -1))
+        for off, slot, start, t in b.chunks:
+            outs.append(self._chunk_attention(q[off: off + t], kc[slot], vc[slot], start, t))
+        o = outs[0] if len(outs) == 1 else torch.cat(outs)
+        x = x + block.attn.wo(o)
+        y: torch.Tensor = x + block.mlp(block.mlp_norm(x))
+        return y
+
+    def _chunk_attention(self, q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, start: int, t: int) -> torch.Tensor:
+        """Causal attention of a chunk's queries ``q`` (t, H, D) at positions start..start+t-1 over its slot."""
+        s, g = self.model.s, self.group
+        end = start + t
+        qc = q.view(t, s.kv_heads, g, s.head_dim).permute(1, 2, 0, 3).reshape(1, s.kv_heads, g * t, s.head_dim)
+        keys = torch.arange(end, device=self.dev)
+        allowed = keys[None, :] <= (start + torch.arange(t, device=self.dev))[:, None]
+        # 4-D, as the fused (memory-efficient) kernels want; the mask broadcasts over the KV heads
+        out = F.scaled_dot_product_attention(qc, kc[:end].transpose(0, 1)[None], vc[:end].transpose(0, 1)[None],
+                                             attn_mask=allowed.repeat(g, 1))
+        return out.view(s.kv_heads, g, t, s.head_dim).permute(2, 0, 1, 3).reshape(t, -1)
+
+    # --- CUDA graphs ---------------------------------------------------------------------------
+    def _static_batch(self, span: int, context: int) -> _Batch:
+        st = self._static["inputs"]
+        return _Batch(st[0, :span], st[1, :span], st[2, :span], span, context, st[3, :span], [],
+                      self._static["rows"][:span])
+
+    def make_static(self) -> None:
+        """The graphs' input buffers: one (4, slots) tensor of tokens, positions, cache rows written (scratch until
+        set), lengths attended; and the rows sampled (all)."""
+        n = self.slots
+        inputs = torch.zeros(4, n, dtype=torch.long, device=self.dev)
+        inputs[2] = torch.tensor([self._row(i, self.max_len) for i in range(n)], device=self.dev)
+        inputs[3] = 1
+        self._static = {"inputs": inputs, "rows": torch.arange(n, device=self.dev)}
+
+    def static_batch(self, span: int, context: int) -> _Batch:
+        return self._static_batch(span, context)
+
+    def _capture_all(self) -> None:
+        """Capture a decode graph per (batch bucket, context bucket), largest first, sharing one memory pool.
+        A failure leaves the remaining shapes eager and says why in :attr:`graph_error`."""
+        self.make_static()
+        pool = torch.cuda.graph_pool_handle()
+        try:
+            with torch.inference_mode():
+                for span in reversed(self.batch_buckets):
+                    for context in reversed(self.context_buckets):
+                        self.graphs[(span, context)] = self._capture(span, context, pool)
+        except RuntimeError as exc:
+            self.graph_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+
+    def _capture(self, span: int, context: int, pool: Any) -> tuple[Any, torch.Tensor]:
+        b = self._static_batch(span, context)
+
+        def run() -> torch.Tensor:
+            return self._forward(b)
+
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                run()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            out = run()
+        return graph, out
+
+    def _replay(self, plan: Plan, span: int, context: int) -> list[int]:
+        host = torch.tensor(self._decode_inputs(plan, span), dtype=torch.long)
+        self._static["inputs"][:, :span].copy_(host)  # one copy of the four input rows
+        graph, out = self.graphs[(span, context)]
+        graph.replay()
+        ids = self._to_host(out)
+        return [ids[s.slot] for s in plan.decode]
+
+
+def _rotate(x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
+    """RoPE (rotate-half) of ``x`` (n, heads, D) with cos/sin (2, n, 1, D)."""
+    half = x.shape[-1] // 2
+    rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos_sin[0] + rot * cos_sin[1]
+
+
