@@ -343,3 +343,17 @@ def _stored_figures() -> list[tuple[str, str, str, float]]:
     out = [(f"{stat}_{name}_ms", f"{name}_{stat}_s", "s", 1.0e-3) for name in STORED for stat in STATS]
     out += [("p99_client_lag_ms", "client_lag_p99_s", "s", 1.0e-3)]
     return out + [(k, k, unit, 1.0) for k, unit in RATES.items()]
+
+
+def write_json(run: ServeRun, out: Path) -> Path:
+    """Write :meth:`ServeRun.to_json` (raw records included) to ``out``; refuses an existing file."""
+    import json
+
+    if not out.parent.is_dir():
+        raise InputError(f"no folder {out.parent}", "create it first")
+    try:
+        with out.open("x", encoding="utf-8") as f:
+            f.write(json.dumps(run.to_json(raw=True), indent=1, default=str) + "\n")
+    except FileExistsError:
+        raise InputError(f"{out} exists", "give another --out") from None
+    return out

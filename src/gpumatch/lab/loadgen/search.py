@@ -1,16 +1,15 @@
 """The search for the highest open-loop request rate that meets the SLO.
 
-A rate *meets the SLO* when no request failed and at least ``attainment`` of its requests met every objective
-given (TTFT, TPOT, E2E; :class:`gpumatch.lab.loadgen.metrics.Slo`). The search starts from what the ladder's rate
-levels showed (the highest rate that met it, the lowest above that did not), else from the first ``--rate`` or
-1 request/s; it doubles the rate while it meets the SLO (halves it while it does not) until the answer is
-bracketed, then bisects ``search_steps`` times. Each probe is a full level (``num_prompts`` requests) and is
-recorded like any other (``phase: search``). When a probe's requests all arrive within one request's lifetime
-(``(num_prompts − 1) / rate`` < mean E2E) a higher rate would only send the same burst, so the search stops
-there and says so (``capped``: more ``--num-prompts`` probes higher).
-The answer is the highest rate that met the SLO (None when none did,
-or when the server went away). A probe the client could not drive (client-bound) is marked in the output: its
-verdict says more about the client than about the server.
+A rate *meets the SLO* when no request failed and at least ``attainment`` of its requests met every objective given
+(TTFT, TPOT, E2E; :class:`gpumatch.lab.loadgen.metrics.Slo`). The search starts from what the ladder's rate levels
+showed (the highest rate that met it, the lowest above that did not), else from the first ``--rate`` or 1
+request/s; it doubles the rate while it meets the SLO (halves it while it does not, at most 4 times) until the
+answer is bracketed, then bisects ``search_steps`` times. Each probe is a full level (``num_prompts`` requests) and
+is recorded like any other (``phase: search``). When a probe's requests all arrive within one request's lifetime
+(``(num_prompts − 1) / rate`` < mean E2E) a higher rate would only send the same burst, so the search stops there
+and says so (``capped``: more ``--num-prompts`` probes higher). The answer is the highest rate that met the SLO
+(None when none did, or when the server went away). A probe the client could not drive (client-bound) is marked in
+the output: its verdict says more about the client than about the server.
 """
 
 from __future__ import annotations
@@ -24,6 +23,8 @@ if TYPE_CHECKING:
     from gpumatch.lab.loadgen.bench import LevelResult, ServeRequest
 
 MAX_EXPAND = 12
+MAX_SHRINK = 4
+"""Halvings below the start rate at most (the start / 16): lower rates take long and rarely answer anything."""
 
 
 class Search:
@@ -83,7 +84,7 @@ class Search:
                     return
                 bisect += 1
             else:
-                if expand >= MAX_EXPAND:
+                if expand >= (MAX_EXPAND if self.lo is not None else MAX_SHRINK):
                     return
                 expand += 1
             rate = self._next()
