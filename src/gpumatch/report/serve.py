@@ -60,7 +60,8 @@ def notes(doc: dict[str, Any]) -> list[str]:
     out = []
     for lv in doc["levels"]:
         st = lv.get("client_self_test") or {}
-        why = [*st.get("reasons", []), *([lv["client_lag_in_run"]] if lv.get("client_lag_in_run") else [])]
+        why = [f"self-test {r}" for r in st.get("reasons", [])]
+        why += [f"measurement {lv['client_lag_in_run']}"] if lv.get("client_lag_in_run") else []
         if why:
             out.append(f"{lv['label']}: client-bound, not the server's figure ({'; '.join(why)})")
         if lv.get("output_len_mismatches"):
