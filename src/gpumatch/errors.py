@@ -58,3 +58,10 @@ class Terminated(KeyboardInterrupt):
     A subclass of :class:`KeyboardInterrupt`, so cleanup written for Ctrl-C (``except KeyboardInterrupt``,
     ``finally``) runs for SIGTERM too; code that must tell them apart catches this class first.
     """
+
+
+class ServerGoneError(GpumatchError):
+    """The server under measurement stopped answering mid-run (``gpumatch bench serve``): what was measured is
+    saved, and the command exits 1 with one line."""
+
+    exit_code = 1

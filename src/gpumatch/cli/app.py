@@ -4,7 +4,8 @@ The error boundary is :func:`main`, the console-script entry point; it returns t
 
 ==== ==========================================================================================
 0    ok
-1    internal error (a bug: one line asking to rerun with ``--debug``)
+1    internal error (a bug: one line asking to rerun with ``--debug``); ``bench serve``: the server went away
+     mid-run (:class:`~gpumatch.errors.ServerGoneError`; what was measured is saved)
 2    bad input (a :class:`GpumatchError`: one line ``gpumatch: error: <what> (<hint>)``)
 3    the command failed (a failed preflight check; ``monitor`` exits with its command's own code)
 130  interrupted (Ctrl-C / SIGINT; after the command saved what it had): ``gpumatch: interrupted``

@@ -1,4 +1,4 @@
-"""``gpumatch bench run|list|show|compare|export``: the fixed experiment package and its stored runs.
+"""``gpumatch bench run|serve|list|show|compare|export``: the fixed experiment package and its stored runs.
 
 Each command parses, makes one library call (:mod:`gpumatch.lab`) and renders (:mod:`gpumatch.report.bench`)."""
 
@@ -84,9 +84,12 @@ def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."
              "their reason. Example: gpumatch bench show 3 --format json")
 def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench list'."),
              store: Path | None = StoreOption, fmt: Format = FormatOption) -> None:
-    from gpumatch.lab.results import load_run
+    from gpumatch.lab.results import load_run, run_kind
     from gpumatch.report.bench import show_csv, show_text
 
+    if run_kind(store, run_id) == "serve":
+        _show_serve(store, run_id, fmt)
+        return
     data = load_run(store, run_id)
     if fmt is Format.json:
         emit_object(data, fmt)
@@ -123,3 +126,113 @@ def export_cmd(run_id: int = typer.Argument(..., help="Run id."),
 
     path = export_run(store, run_id, out, force)
     sys.stderr.write(f"gpumatch: run {run_id} written to {path}\n")
+
+
+def _show_serve(store: Path | None, run_id: int, fmt: Format) -> None:
+    from gpumatch.lab.loadgen.stored import load_serve_run
+    from gpumatch.report.serve import serve_csv, serve_text
+
+    data = load_serve_run(store, run_id, raw=fmt is Format.json)
+    if fmt is Format.json:
+        emit_object(data, fmt)
+    else:
+        emit(serve_csv(data) if fmt is Format.csv else serve_text(data))
+
+
+_SERVE_HELP = (
+    "Load-test any OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp, gpumatch serve): a "
+    "closed-loop concurrency ladder and/or open-loop rates, latency from the scheduled send time, TTFT/TPOT/ITL/E2E "
+    "percentiles, throughput, goodput under an SLO, a search for the highest rate meeting it. A client self-test "
+    "against a built-in loopback server runs first, so a client bottleneck is reported as such. Recorded in the "
+    "results store (kind serve); --out writes JSON with vllm bench serve's field names. Exit 1 (one line) when "
+    "the server goes away mid-run; what was measured is saved.\n\n"
+    "Example: gpumatch bench serve --endpoint http://localhost:8000 --model meta-llama/Llama-3.1-8B-Instruct "
+    "--concurrency 1,8,32 --prompt-tokens 512 --output-tokens 128 --gpu h100-sxm"
+)
+
+
+def _floats(values: list[str], what: str) -> tuple[float, ...]:
+    from gpumatch.errors import InputError
+
+    try:
+        return tuple(float(p) for v in values for p in v.split(",") if p.strip())
+    except ValueError:
+        raise InputError(f"{what} takes numbers (repeat or comma-separate), got {values}") from None
+
+
+_CONC = typer.Option([], "--concurrency", "-c", help="Closed-loop clients (repeat or 1,8,32).")
+_RATE = typer.Option([], "--rate", help="Open-loop requests/s (repeat or 2,4,8).")
+_DATASET = typer.Option(None, "--dataset", help="JSONL: {prompt, output_tokens} per line.")
+_SERVE_OUT = typer.Option(None, "--out", help="Also write the run as JSON (vLLM field names) here.")
+
+
+@app.command("serve", help=_SERVE_HELP)
+def serve_cmd(
+    endpoint: str = typer.Option(..., "--endpoint", help="Server root (http://host:8000), .../v1, or the full URL."),
+    model: str = typer.Option(..., "--model", help="Model name the server serves (sent in each request)."),
+    api: str = typer.Option("completions", "--api", help="completions or chat."),
+    concurrency: list[str] = _CONC,
+    rate: list[str] = _RATE,
+    arrival: str = typer.Option("poisson", "--arrival", help="Open loop: poisson or constant."),
+    num_prompts: int = typer.Option(200, "--num-prompts", "-n", help="Requests per level."),
+    prompt_tokens: int = typer.Option(512, "--prompt-tokens", help="Prompt length (tokens, approx.)."),
+    output_tokens: int = typer.Option(128, "--output-tokens", help="Output length (tokens, enforced)."),
+    range_ratio: float = typer.Option(1.0, "--range-ratio", help="Lengths uniform in [r*L, L]; 1 = fixed."),
+    dataset: Path | None = _DATASET,
+    no_enforce: bool = typer.Option(False, "--no-enforce-length", help="Do not send ignore_eos / min_tokens."),
+    slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="SLO: TTFT at most this (ms)."),
+    slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="SLO: TPOT at most this (ms)."),
+    slo_e2el_ms: float | None = typer.Option(None, "--slo-e2el-ms", help="SLO: E2E latency at most this (ms)."),
+    attainment: float = typer.Option(0.9, "--slo-attainment", help="Share of requests that must meet the SLO."),
+    search: bool = typer.Option(False, "--search", help="Search the highest open-loop rate meeting the SLO."),
+    search_steps: int = typer.Option(4, "--search-steps", help="Bisection steps of --search."),
+    no_selftest: bool = typer.Option(False, "--no-selftest", help="Skip the client self-test (levels unchecked)."),
+    selftest_itl_ms: float | None = typer.Option(None, "--selftest-itl-ms",
+                                                 help="Loopback token interval (default: predicted TPOT, else 10)."),
+    max_lag_ms: float = typer.Option(10.0, "--max-client-lag-ms", help="Client-bound above this send lag (p99)."),
+    gpu: str | None = typer.Option(None, "--gpu", help="The server's card, for the prediction (local: detected)."),
+    arch: str | None = typer.Option(None, "--arch", help="Architecture for the prediction (default: --model)."),
+    engine: str = typer.Option("vllm", "--engine", help="Engine profile of the prediction (vllm, sglang, ...)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of lengths, prompts and arrivals."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Per-request timeout (s)."),
+    max_in_flight: int = typer.Option(0, "--max-in-flight", help="Open loop: connection cap (0: none)."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Env variable holding an API key."),
+    out: Path | None = _SERVE_OUT,
+    no_store: bool = typer.Option(False, "--no-store", help="Record nothing in the results store."),
+    store: Path | None = StoreOption,
+    fmt: Format = FormatOption,
+) -> None:
+    import os
+
+    from gpumatch.errors import InputError, ServerGoneError
+    from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench, write_json
+    from gpumatch.lab.loadgen.metrics import Slo
+    from gpumatch.lab.loadgen.selftest import Limits
+    from gpumatch.report.serve import progress, serve_csv, serve_text
+
+    if out is not None and out.exists():
+        raise InputError(f"{out} exists", "give another --out")
+    ms = [None if v is None else v / 1000.0 for v in (slo_ttft_ms, slo_tpot_ms, slo_e2el_ms)]
+    req = ServeRequest(
+        endpoint, model, api, tuple(int(c) for c in _floats(concurrency, "--concurrency")),
+        _floats(rate, "--rate"), arrival, num_prompts, prompt_tokens, output_tokens, range_ratio, dataset,
+        not no_enforce, seed, timeout, max_in_flight, Slo(*ms), attainment, search, search_steps, not no_selftest,
+        None if selftest_itl_ms is None else selftest_itl_ms / 1000.0, Limits(max_lag_s=max_lag_ms / 1000.0),
+        arch, gpu, engine, os.environ.get(api_key_env) or None, store, not no_store)
+    run = run_serve_bench(req, progress)
+    if out is not None:
+        write_json(run, out)
+    doc = run.to_json(raw=fmt is Format.json)
+    if fmt is Format.json:
+        emit_object(doc, fmt)
+    else:
+        emit(serve_csv(doc) if fmt is Format.csv else serve_text(doc))
+    if run.store_error:
+        sys.stderr.write(f"gpumatch: warning: results store not updated: {run.store_error}\n")
+    if run.server_gone:
+        done = sum(lv.summary["completed"] for lv in run.levels)
+        failed = sum(lv.summary["failed"] + lv.not_sent for lv in run.levels)
+        raise ServerGoneError(f"the server went away during level {run.levels[-1].level.label}: "
+                              f"{done} requests completed, {failed} failed or not sent; run "
+                              f"{run.run_id if run.run_id is not None else '(not stored)'} saved as {run.status}",
+                              run.server_gone[:120])

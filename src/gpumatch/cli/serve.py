@@ -42,7 +42,7 @@ def serve_cmd(
     idle_s: float = typer.Option(3.0, "--idle-seconds", help="Idle power measured before serving (GPU; 0: skip)."),
 ) -> None:
     from gpumatch.lab.serve import Listening, ServeOptions, check_options, serve
-    from gpumatch.report.serve import listening_text
+    from gpumatch.report.server import listening_text
 
     opts = ServeOptions(model=model, hf_config=hf_config, tiny=tiny, host=host, port=port,
                         max_num_seqs=max_num_seqs, max_model_len=max_model_len,

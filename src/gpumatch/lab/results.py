@@ -17,13 +17,24 @@ PERCENTILE_KEYS = ("p50_s", "p90_s", "p99_s")
 
 
 def list_bench_runs(store: Path | None, limit: int = 50) -> list[dict[str, Any]]:
-    """Bench runs, newest first (``[]`` when the default store does not exist yet)."""
+    """Bench runs (``bench run``) and serve runs (``bench serve``), newest first (``[]`` when the default store
+    does not exist yet)."""
     from gpumatch.store import list_runs
 
     _, runs = list_runs(store, "bench", limit)
-    return [{"run_id": r.run_id, "name": r.name, "status": r.status, "started_at": r.started_at[:19].replace("T", " "),
+    runs = sorted([*runs, *list_runs(store, "serve", limit)[1]], key=lambda r: r.run_id, reverse=True)[:limit]
+    return [{"run_id": r.run_id, "kind": r.kind, "name": r.name, "status": r.status,
+             "started_at": r.started_at[:19].replace("T", " "),
              "duration_s": r.duration_s, "results": r.n_results, "failures": r.n_failures,
              "manifest": r.manifest_sha256[:12]} for r in runs]
+
+
+def run_kind(store: Path | None, run_id: int) -> str:
+    """The kind of stored run ``run_id`` (``bench``, ``serve``, ...)."""
+    from gpumatch.store import open_existing_store
+
+    with open_existing_store(store) as st:
+        return str(st.run(run_id).kind)
 
 
 def load_run(store: Path | None, run_id: int) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from typing import Any, TextIO
 
 from gpumatch.report.render import Column, key_values, to_csv, to_table
 
-LIST_COLUMNS = [Column("run_id", "run"), Column("name", wrap=False, cut_to=26), Column("status", wrap=False),
+LIST_COLUMNS = [Column("run_id", "run"), Column("kind", wrap=False, drop=5),
+                Column("name", wrap=False, cut_to=26), Column("status", wrap=False),
                 Column("started_at", "started", drop=3), Column("results", drop=2), Column("failures", drop=1),
                 Column("manifest", drop=4)]
 _UNITS = (("flop/s", 1e12, "TFLOP/s"), ("B/s", 1e9, "GB/s"), ("token/s", 1.0, "tok/s"), ("s", 1e-3, "ms"),

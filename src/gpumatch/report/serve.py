@@ -1,25 +1,103 @@
-"""The startup lines of ``gpumatch serve`` (each fits 80 columns)."""
+"""Views of ``gpumatch bench serve``: one row per load level within 80 columns, the client self-test's verdicts,
+the SLO search's answer and the formulas. Computes nothing new: the numbers come from
+:mod:`gpumatch.lab.loadgen` (a run just measured, as :meth:`ServeRun.to_json`, or a stored one)."""
 
 from __future__ import annotations
 
-from gpumatch.lab.serve import Listening
-from gpumatch.units import GIB
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gpumatch.report.render import Column, to_csv, to_table, wrap_block
+
+FORMULA_LINES = (
+    "TTFT = first chunk - scheduled send; E2E = end - scheduled send (no coordinated omission)",
+    "TPOT = (E2E - TTFT) / (output tokens - 1), tokens from the server's usage; ITL = gaps between chunks",
+    "p50/p90/p99 only from 2/10/100 samples or more ('-' below); req/s = completed / duration",
+)
+CSV_KEYS = ("level", "label", "phase", "completed", "failed", "request_throughput", "output_throughput",
+            "request_goodput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms",
+            "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms", "p99_client_lag_ms", "output_len_mismatches",
+            "client_bound", "client_checked")
 
 
-def listening_text(lst: Listening) -> str:
-    """Where the server listens, what it serves, its KV slots, graphs and telemetry."""
-    i = lst.info
-    n = i["params"]
-    size = f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
-    idle = f", idle {lst.idle_power_w:.0f} W" if lst.idle_power_w is not None else ""
-    tele = "NVML" + idle if lst.telemetry == "nvml" else f"none ({lst.telemetry})"
-    lines = [
-        f"gpumatch serve: listening on {lst.url}",
-        f"  model    {i['model']} ({size} parameters, random weights), {i['dtype']} "
-        f"on {i['device']}",
-        f"  KV cache {i['slots']} slots x {i['max_model_len']} tokens ({i['kv_cache_bytes'] / GIB:.2f} GiB), "
-        f"budget {i['max_num_batched_tokens']} tokens/pass",
-        f"  graphs   {i['cuda_graphs']} decode CUDA graphs; telemetry {tele}",
-        f"  try      curl {lst.url}/v1/models   (Ctrl-C stops)",
-    ]
-    return "\n".join(line if len(line) <= 80 else line[:79] + "…" for line in lines)
+def _ms(v: Any) -> str:
+    return "-" if v is None else f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None else f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def _client(lv: dict[str, Any]) -> str:
+    if lv.get("client_bound"):
+        return "BOUND"
+    return "ok" if lv.get("client_checked") else "unchecked"
+
+
+def _ratio(lv: dict[str, Any]) -> str:
+    r = (lv.get("ratio") or {}).get("output_throughput")
+    return "-" if r is None else f"{r:.2f}"
+
+
+def level_rows(levels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"level": lv["label"], "ok/fail": f"{lv['completed']}/{lv['failed']}",
+             "req/s": _num(lv.get("request_throughput")), "tok/s": _num(lv.get("output_throughput")),
+             "ttft p50/p99 ms": f"{_ms(lv.get('median_ttft_ms'))}/{_ms(lv.get('p99_ttft_ms'))}",
+             "tpot ms": _ms(lv.get("mean_tpot_ms")), "itl p99": _ms(lv.get("p99_itl_ms")),
+             "e2e p99": _ms(lv.get("p99_e2el_ms")), "meas/pred": _ratio(lv), "client": _client(lv)}
+            for lv in levels]
+
+
+COLUMNS = [Column("level", wrap=False), Column("ok/fail", wrap=False), Column("req/s", align="right"),
+           Column("tok/s", align="right"), Column("ttft p50/p99 ms", wrap=False), Column("tpot ms", align="right"),
+           Column("itl p99", align="right", drop=2), Column("e2e p99", align="right", drop=3),
+           Column("meas/pred", "tok/s meas/pred", align="right", drop=1), Column("client", wrap=False)]
+
+
+def notes(doc: dict[str, Any]) -> list[str]:
+    """What a reader must know beside the table: client-bound levels, length mismatches, errors, the search."""
+    out = []
+    for lv in doc["levels"]:
+        st = lv.get("client_self_test") or {}
+        why = [f"self-test {r}" for r in st.get("reasons", [])]
+        why += [f"measurement {lv['client_lag_in_run']}"] if lv.get("client_lag_in_run") else []
+        if why:
+            out.append(f"{lv['label']}: client-bound, not the server's figure ({'; '.join(why)})")
+        if lv.get("output_len_mismatches"):
+            out.append(f"{lv['label']}: {lv['output_len_mismatches']} requests got another output length than "
+                       "asked (server usage); the server may ignore ignore_eos/min_tokens")
+        if lv.get("errors"):
+            out.append(f"{lv['label']}: errors " + ", ".join(f"{k} {v}" for k, v in lv["errors"].items()))
+        if lv.get("prediction_note") and lv is doc["levels"][0]:
+            out.append(lv["prediction_note"])
+    if doc.get("max_rate_meeting_slo") is not None or doc.get("config", {}).get("search"):
+        best = doc.get("max_rate_meeting_slo")
+        out.append(f"highest rate meeting the SLO: {'none' if best is None else f'{best:g} requests/s'}")
+    if doc.get("search_note"):
+        out.append(f"search: {doc['search_note']}")
+    return out
+
+
+def serve_text(doc: dict[str, Any]) -> str:
+    """The run as text: the level table, notes, formulas and where it was stored."""
+    parts = [to_table(level_rows(doc["levels"]), COLUMNS)]
+    parts += [wrap_block(n) for n in notes(doc)]
+    parts += [wrap_block(f) for f in FORMULA_LINES]
+    run_id = doc.get("run_id", (doc.get("run") or {}).get("run_id"))
+    if run_id is not None:
+        parts.append(f"stored as run {run_id} (gpumatch bench show {run_id}; --format json for every figure)")
+    return "\n".join(parts)
+
+
+def serve_csv(doc: dict[str, Any]) -> str:
+    return to_csv([{k: lv.get(k) for k in CSV_KEYS} for lv in doc["levels"]], list(CSV_KEYS))
+
+
+def progress(phase: str, text: str) -> None:
+    """Plain progress lines on stderr (the load generator's event loop must not share a terminal redraw)."""
+    if phase == "done":
+        return
+    words = {"probe": "asking the server at", "selftest": "client self-test:", "level": "measuring"}
+    sys.stderr.write(f"gpumatch: {words.get(phase, phase)} {text}\n")
+    sys.stderr.flush()

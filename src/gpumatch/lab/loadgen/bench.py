@@ -1,0 +1,359 @@
+"""``gpumatch bench serve`` as one library call: :func:`run_serve_bench`.
+
+1. The server is asked what it serves (:mod:`.server_info`); nothing answering is a bad ``--endpoint`` (exit 2).
+2. Each level gets the estimator's prediction (:mod:`.predict`) and, unless turned off, the client self-test
+   against the loopback server (:mod:`.selftest`).
+3. The levels run one after another (:mod:`.runner`): the concurrency ladder, then the rates, then, with an SLO
+   and ``search``, the rate search (:mod:`.search`). Each level is recorded through
+   :class:`gpumatch.record.Recording` (kind ``serve``) as soon as it ends, raw first:
+
+   - one event ``request`` per request (``t_s`` = its scheduled time from the run start; ``data`` = the raw
+     :class:`~.metrics.RequestRecord` with its level), failed ones included;
+   - one failure per level and error class (count, first message);
+   - one result per level and figure (SI units: ``ttft_mean_s``, ``tpot_p99_s``, ``request_throughput`` in 1/s,
+     ...), its ``extra`` holding the vLLM key, ``n``, the formula, the prediction and the ratio;
+   - one event ``level`` with the level's whole summary (vLLM names), prediction, self-test and verdict.
+
+A server that disappears (connection refused) ends the run: the level is kept with its errors, the run is
+closed ``failed``, and :attr:`ServeRun.server_gone` says why (the CLI exits 1 with one line). Ctrl-C closes the
+run ``interrupted`` with the levels finished.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpumatch.errors import InputError
+from gpumatch.lab.loadgen import metrics
+from gpumatch.lab.loadgen.client import APIS, Target, target_url
+from gpumatch.lab.loadgen.metrics import RequestRecord, Slo
+from gpumatch.lab.loadgen.predict import PredictionSetup, detect_gpu, predict_level, ratios
+from gpumatch.lab.loadgen.runner import Level, run_level
+from gpumatch.lab.loadgen.selftest import ClientCheck, Limits, lag_reason, self_test
+from gpumatch.lab.loadgen.workload import RequestSpec, from_dataset, synthetic
+
+Progress = Callable[[str, str], None]
+"""``progress(phase, text)``: phase ``probe``, ``selftest``, ``level`` (starting), ``done``."""
+
+SCHEMA = "gpumatch.bench.serve/1"
+DEFAULT_LADDER = (1, 4, 16)
+MAX_PROMPTS = 1_000_000
+STORED = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2el"}
+STATS = ("mean", "median", "p90", "p99")
+RATES = {"request_throughput": "1/s", "output_throughput": "token/s", "total_token_throughput": "token/s",
+         "request_goodput": "1/s", "error_rate": "1"}
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    """What ``gpumatch bench serve`` was asked (see ``docs/serving-bench.md`` for each field)."""
+
+    endpoint: str
+    model: str
+    api: str = "completions"
+    concurrency: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
+    arrival: str = "poisson"
+    num_prompts: int = 200
+    prompt_tokens: int = 512
+    output_tokens: int = 128
+    range_ratio: float = 1.0
+    dataset: Path | None = None
+    enforce_length: bool = True
+    seed: int = 0
+    timeout_s: float = 600.0
+    max_in_flight: int = 0
+    slo: Slo = field(default_factory=Slo)
+    attainment: float = 0.9
+    search: bool = False
+    search_steps: int = 4
+    selftest: bool = True
+    selftest_itl_s: float | None = None
+    limits: Limits = field(default_factory=Limits)
+    arch: str | None = None
+    gpu: str | None = None
+    engine: str = "vllm"
+    api_key: str | None = None
+    store: Path | None = None
+    use_store: bool = True
+
+
+@dataclass
+class LevelResult:
+    """One measured level: its summary (vLLM names), prediction, self-test and verdict, and the raw records."""
+
+    level: Level
+    summary: dict[str, Any]
+    prediction: dict[str, Any]
+    check: ClientCheck | None
+    in_run_lag: str
+    records: list[RequestRecord]
+    not_sent: int = 0
+    aborted: str = ""
+    start_s: float = 0.0
+    """The level's time 0, in seconds from the run's start."""
+
+    @property
+    def client_bound(self) -> bool:
+        return bool(self.in_run_lag) or (self.check is not None and self.check.client_bound)
+
+    @property
+    def client_checked(self) -> bool:
+        return self.check is not None
+
+    def meets_slo(self, slo: Slo, attainment: float) -> bool:
+        """No request failed and at least ``attainment`` of them met every SLO."""
+        n = self.summary["completed"] + self.summary["failed"]
+        good = self.summary.get("good_requests") or 0
+        return slo.given and n > 0 and self.summary["failed"] == 0 and good >= attainment * n
+
+    def to_dict(self, raw: bool = True) -> dict[str, Any]:
+        """A flat vLLM-style level object (``mean_ttft_ms``, ...) plus gpumatch's keys."""
+        d: dict[str, Any] = {**self.level.to_dict(), **self.summary, "not_sent": self.not_sent,
+                             "aborted": self.aborted or None, "client_bound": self.client_bound,
+                             "client_checked": self.client_checked,
+                             "client_self_test": self.check.to_dict() if self.check else None,
+                             "client_lag_in_run": self.in_run_lag or None,
+                             "errors": metrics.error_counts(self.records), **self.prediction}
+        if "predicted" in self.prediction:
+            d["ratio"] = ratios(self.summary, self.prediction)
+        if raw:
+            d["requests"] = [r.to_dict() for r in self.records]
+        return d
+
+
+@dataclass
+class ServeRun:
+    """The recorded run: its store id, manifest, each level, the search's answer and how it ended."""
+
+    run_id: int | None
+    store_path: Path | None
+    status: str
+    manifest: dict[str, Any]
+    config: dict[str, Any]
+    levels: list[LevelResult]
+    max_rate_meeting_slo: float | None = None
+    server_gone: str = ""
+    store_error: str = ""
+    search_note: str = ""
+
+    def to_json(self, raw: bool = True) -> dict[str, Any]:
+        """The run as JSON: metadata as vLLM writes it at the top (``date``, ``backend``, ``model_id``,
+        ``num_prompts``), the definitions of every figure, and one flat object per level."""
+        return {"schema": SCHEMA, "date": self.manifest["started_utc"], "backend": self.config["backend"],
+                "model_id": self.config["model"], "endpoint": self.config["url"],
+                "num_prompts": self.config["num_prompts"], "run_id": self.run_id, "status": self.status,
+                "server_gone": self.server_gone or None, "max_rate_meeting_slo": self.max_rate_meeting_slo,
+                "search_note": self.search_note or None,
+                "slo": self.config["slo"], "definitions": metrics.FORMULAS, "manifest": self.manifest,
+                "config": self.config, "levels": [lv.to_dict(raw) for lv in self.levels]}
+
+
+def check_request(req: ServeRequest) -> None:
+    """Refuse a bad request before anything is sent (one-line InputError)."""
+    if req.api not in APIS:
+        raise InputError(f"unknown --api {req.api!r}", "completions or chat")
+    if not 1 <= req.num_prompts <= MAX_PROMPTS:
+        raise InputError(f"--num-prompts must be 1 to {MAX_PROMPTS}, got {req.num_prompts}")
+    for name in ("prompt_tokens", "output_tokens"):
+        if getattr(req, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+    if not 0.0 < req.range_ratio <= 1.0:
+        raise InputError(f"--range-ratio must be in (0, 1], got {req.range_ratio}")
+    if any(c < 1 for c in req.concurrency) or any(not r > 0 or math.isinf(r) for r in req.rates):
+        raise InputError("--concurrency must be 1 or more and --rate a positive finite number")
+    if req.arrival not in ("poisson", "constant"):
+        raise InputError(f"unknown --arrival {req.arrival!r}", "poisson or constant")
+    if req.search and not req.slo.given:
+        raise InputError("--search needs an SLO", "add --slo-ttft-ms, --slo-tpot-ms or --slo-e2el-ms")
+    if not 0.0 < req.attainment <= 1.0:
+        raise InputError(f"--slo-attainment must be in (0, 1], got {req.attainment}")
+    if req.timeout_s <= 0:
+        raise InputError("--timeout must be positive")
+    from gpumatch.vocab import ENGINES
+
+    if req.engine not in ENGINES:
+        raise InputError(f"unknown --engine {req.engine!r}", f"one of {', '.join(ENGINES)}")
+
+
+def plan_levels(req: ServeRequest) -> list[Level]:
+    """The ladder: each concurrency, then each rate (the default ladder when neither nor a search is asked)."""
+    conc = req.concurrency or (() if req.rates or req.search else DEFAULT_LADDER)
+    levels = [Level(i, "concurrency", float(c)) for i, c in enumerate(conc)]
+    return levels + [Level(len(levels) + i, "rate", r, req.arrival) for i, r in enumerate(req.rates)]
+
+
+def level_specs(req: ServeRequest, level: Level) -> list[RequestSpec]:
+    """The requests of one level: seeded per level, so no two levels share a prompt (no prefix-cache hits)."""
+    if req.dataset is not None:
+        return from_dataset(req.dataset, req.num_prompts, None)
+    return synthetic(req.num_prompts, req.prompt_tokens, req.output_tokens, req.range_ratio,
+                     (req.seed, level.index + 1), tag=f"L{level.index}-")
+
+
+def manifest_of(req: ServeRequest, server: dict[str, Any], gpu: str | None) -> dict[str, Any]:
+    from gpumatch.telemetry.manifest import git_commit, host_facts
+
+    try:
+        import aiohttp
+
+        aiohttp_version: str | None = aiohttp.__version__
+    except ImportError:
+        aiohttp_version = None
+    return {"started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "endpoint": req.endpoint,
+            "model": req.model, "server": server, "gpu.name": gpu, "client.host": host_facts(),
+            "client.python": platform.python_version(), "client.aiohttp": aiohttp_version,
+            "kit": git_commit()}
+
+
+def config_of(req: ServeRequest, target: Target, levels: Sequence[Level]) -> dict[str, Any]:
+    return {"url": target.url, "model": req.model, "api": req.api,
+            "backend": "openai-chat" if req.api == "chat" else "openai", "num_prompts": req.num_prompts,
+            "prompt_tokens": req.prompt_tokens, "output_tokens": req.output_tokens, "range_ratio": req.range_ratio,
+            "dataset": str(req.dataset) if req.dataset else None, "enforce_length": req.enforce_length,
+            "seed": req.seed, "timeout_s": req.timeout_s, "max_in_flight": req.max_in_flight,
+            "slo": req.slo.to_dict(), "slo_attainment": req.attainment, "search": req.search,
+            "selftest": req.selftest, "engine": req.engine, "arch": req.arch, "gpu": req.gpu,
+            "levels": [lv.to_dict() for lv in levels]}
+
+
+def run_serve_bench(req: ServeRequest, progress: Progress | None = None) -> ServeRun:
+    """Run and record the benchmark (module docstring)."""
+    from gpumatch.lab.loadgen import server_info
+    from gpumatch.lab.loadgen.search import Search
+    from gpumatch.record import Recording
+
+    check_request(req)
+    say = progress or (lambda *a: None)
+    target = Target(target_url(req.endpoint, req.api), req.model, req.api, req.enforce_length, req.timeout_s,
+                    req.api_key)
+    levels = plan_levels(req)
+    say("probe", target.base_url)
+    server = server_info.probe(target.base_url, req.api_key)
+    gpu = req.gpu or detect_gpu(target.base_url)
+    setup = PredictionSetup(req.arch or req.model, gpu, req.engine, req.prompt_tokens, req.output_tokens,
+                            req.range_ratio)
+    manifest, config = manifest_of(req, server, gpu), config_of(req, target, levels)
+    checks = _self_test(req, target, levels, setup, say)
+    done: list[LevelResult] = []
+    with Recording("serve", f"{req.model} {target.base_url}", manifest, config, use_store=req.use_store,
+                   store_path=req.store) as rec:
+        search = Search(req, levels) if req.search else None
+        run_t0 = time.perf_counter()
+        for level in _levels(levels, search):
+            say("level", level.label)
+            check = checks.get(level.index)
+            if check is None and req.selftest:  # a search probe: its self-test right before it
+                check = _self_test(req, target, [level], setup, say).get(level.index)
+            result = _measure(req, target, level, setup, check, run_t0)
+            _record(rec, result)
+            done.append(result)
+            if search is not None:
+                search.observe(result)
+            if result.aborted:
+                break
+        gone = next((lv.aborted for lv in done if lv.aborted), "")
+        best = search.best if search is not None else None
+        note = _search_note(search, req) if search is not None else ""
+        outcome = rec.close("failed" if gone else "completed",
+                            {"levels": len(done), "server_gone": gone or None, "max_rate_meeting_slo": best,
+                             "search_note": note or None,
+                             "client_bound_levels": [lv.level.label for lv in done if lv.client_bound]})
+    say("done", "")
+    return ServeRun(outcome.run_id, outcome.store_path, outcome.status, manifest, config, done, best, gone,
+                    str(outcome.error) if outcome.error else "", note)
+
+
+def _search_note(search: Any, req: ServeRequest) -> str:
+    if search.capped:
+        return (f"stopped at {search.lo:g}/s: its {req.num_prompts} requests all arrived within one request's "
+                "lifetime (more --num-prompts probes higher rates)")
+    if search.best is None and not search.stopped:
+        return "no rate tried met the SLO"
+    return ""
+
+
+def _levels(ladder: list[Level], search: Any) -> Any:
+    yield from ladder
+    if search is not None:
+        yield from search.probes(len(ladder))
+
+
+def _self_test(req: ServeRequest, target: Target, levels: list[Level], setup: PredictionSetup,
+               say: Progress) -> dict[int, ClientCheck]:
+    if not req.selftest or not levels:
+        return {}
+    itls = [req.selftest_itl_s or _predicted_tpot(setup, lv, req.num_prompts) or 0.01 for lv in levels]
+    say("selftest", f"{len(levels)} level(s) against the loopback server")
+    specs = level_specs(req, Level(-1, "concurrency", 1.0))
+    return {c.level: c for c in self_test(target, levels, specs, itls, req.seed, req.max_in_flight, req.limits)}
+
+
+def _predicted_tpot(setup: PredictionSetup, level: Level, n: int) -> float | None:
+    ms = (predict_level(setup, level, n).get("predicted") or {}).get("mean_tpot_ms")
+    return None if ms is None else max(ms / 1000.0, 0.001)
+
+
+def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionSetup, check: ClientCheck | None,
+             run_t0: float) -> LevelResult:
+    specs = level_specs(req, level)
+    run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight)
+    summary = metrics.summarize(run.records, req.slo)
+    return LevelResult(level, summary, predict_level(setup, level, len(specs)), check,
+                       lag_reason(run.records, req.limits), run.records, run.not_sent, run.aborted,
+                       run.t0 - run_t0)
+
+
+def _record(rec: Any, lv: LevelResult) -> None:
+    """The level into the run (module docstring), raw records first."""
+    cfg = lv.level.to_dict()
+    base = lv.start_s
+    for r in lv.records:
+        rec.add_event(base + r.scheduled_s, "request", {**r.to_dict(), "level": lv.level.index})
+    for cls, n in metrics.error_counts(lv.records).items():
+        first = next(r for r in lv.records if r.error_class == cls)
+        rec.add_failure({**cfg, "error_class": cls}, cls, f"{n} of {len(lv.records)} requests: {first.message}")
+    if lv.not_sent:
+        rec.add_failure({**cfg, "error_class": "not_sent"}, "not_sent",
+                        f"{lv.not_sent} requests not sent: {lv.aborted}")
+    ratio = ratios(lv.summary, lv.prediction)
+    predicted = lv.prediction.get("predicted") or {}
+    for key, metric, unit, scale in _stored_figures():
+        value = lv.summary.get(key)
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            continue
+        extra: dict[str, Any] = {"vllm_key": key, "client_bound": lv.client_bound}
+        name = key.split("_")[1] if key.endswith("_ms") else key
+        extra["n"] = lv.summary.get(f"n_{name}", lv.summary["completed"])
+        if key in predicted:
+            extra.update(predicted=predicted[key] * scale, ratio=ratio.get(key))
+        rec.add_result(metric, value * scale, unit, config=cfg, extra=extra)
+    rec.add_event(base, "level", lv.to_dict(raw=False))
+
+
+def _stored_figures() -> list[tuple[str, str, str, float]]:
+    """(summary key, stored metric, unit, scale to SI) for every figure stored as a result."""
+    out = [(f"{stat}_{name}_ms", f"{name}_{stat}_s", "s", 1.0e-3) for name in STORED for stat in STATS]
+    out += [("p99_client_lag_ms", "client_lag_p99_s", "s", 1.0e-3)]
+    return out + [(k, k, unit, 1.0) for k, unit in RATES.items()]
+
+
+def write_json(run: ServeRun, out: Path) -> Path:
+    """Write :meth:`ServeRun.to_json` (raw records included) to ``out``; refuses an existing file."""
+    import json
+
+    if not out.parent.is_dir():
+        raise InputError(f"no folder {out.parent}", "create it first")
+    try:
+        with out.open("x", encoding="utf-8") as f:
+            f.write(json.dumps(run.to_json(raw=True), indent=1, default=str) + "\n")
+    except FileExistsError:
+        raise InputError(f"{out} exists", "give another --out") from None
+    return out
