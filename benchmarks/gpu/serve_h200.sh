@@ -16,7 +16,8 @@ for i in $(seq 1 240); do
   sleep 1
 done
 echo "server up after ${i} s"; head -8 "$OUT/$D-server.log"
-C="--endpoint http://127.0.0.1:8000 --model llama-3.1-8b --arch llama-3.1-8b --gpu h200 --engine gpumatch"
+M=$(curl -s http://127.0.0.1:8000/v1/models | python3 -c "import json,sys; print(json.load(sys.stdin)['data'][0]['id'])")
+C="--endpoint http://127.0.0.1:8000 --model $M --arch llama-3.1-8b --gpu h200 --engine gpumatch"
 C="$C --prompt-tokens 512 --output-tokens 128 --store $S"
 timeout 200 $G bench serve $C -c 1,4 -n 32 --out "$OUT/$D-c1-4.json" | tail -25
 timeout 150 $G bench serve $C -c 16,64 -n 256 --out "$OUT/$D-c16-64.json" | tail -25
