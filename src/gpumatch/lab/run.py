@@ -76,7 +76,7 @@ class BenchRun:
     """The recorded run: its id and store, how it closed, its manifest hash and each case's report."""
 
     run_id: int | None
-    store_path: Path | None
+    store_path: Path | str | None
     status: str
     manifest_sha256: str
     cases: tuple[CaseReport, ...] = field(default_factory=tuple)

@@ -170,7 +170,7 @@ ALTER TABLE runs ADD COLUMN run_uuid TEXT;
 UPDATE runs SET run_uuid = gpumatch_run_uuid(writer_json || '|' || started_at || '|' || run_id || '|' || kind
                                              || '|' || name);
 CREATE UNIQUE INDEX runs_uuid ON runs(run_uuid);
-{_close_once_sql(_RUN_FROZEN_COLUMNS + ("run_uuid",))}
+{_close_once_sql((*_RUN_FROZEN_COLUMNS, "run_uuid"))}
 CREATE TRIGGER runs_uuid_required BEFORE INSERT ON runs WHEN NEW.run_uuid IS NULL BEGIN
 SELECT RAISE(ABORT, 'a run needs its global id (run_uuid)'); END;
 """

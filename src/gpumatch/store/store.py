@@ -21,9 +21,9 @@ from typing import Any
 
 from gpumatch.errors import StoreError
 from gpumatch.store import readers
+from gpumatch.store.backend import Backend, Conn
 from gpumatch.store.buffer import SampleBuffer
 from gpumatch.store.codec import canonical_json, dumps_optional, manifest_sha256
-from gpumatch.store.backend import Backend, Conn
 from gpumatch.store.connection import Mode, open_connection
 from gpumatch.store.db import Db
 from gpumatch.store.migrations import MIGRATIONS
@@ -115,7 +115,7 @@ class Store(StoreReading):
         def tx(c: Conn) -> int:
             now = _now()
             c.execute(INSERT_MANIFEST_SQL, (sha, manifest_json, now))
-            args = (kind, name, sha, config_json, now, time.time(), writer_json, run_uuid)
+            args: tuple[Any, ...] = (kind, name, sha, config_json, now, time.time(), writer_json, run_uuid)
             cols = "kind, name, manifest_sha256, config_json, started_at, started_unix_s, writer_json, run_uuid"
             if readers.UUID_MIGRATION not in self.schema:  # a store kept at an older schema (tests of migrations)
                 args, cols = args[:-1], cols.rsplit(",", 1)[0]
