@@ -73,7 +73,8 @@ class Recording:
 
     def __init__(self, kind: str, name: str, manifest: Mapping[str, Any], config: Mapping[str, Any], *,
                  use_store: bool = True, store_path: Path | str | None = None,
-                 on_store_error: StoreErrorHook | None = None, keep_samples: bool = True, flush_interval_s: float = 1.0) -> None:
+                 on_store_error: StoreErrorHook | None = None, keep_samples: bool = True,
+                 flush_interval_s: float = 1.0) -> None:
         """Open the store for writing (``store_path``, default ``$GPUMATCH_STORE`` or the home store) and
         begin the run. ``use_store=False`` records nothing and writes no fallback (``--no-store``).
         ``keep_samples=False``: samples the store did not take are not kept in memory, because the caller
