@@ -262,3 +262,14 @@ def _migrate(conn: Any, where: str, migs: Sequence[tuple[str, str]]) -> tuple[st
             _rollback(conn)
             raise
     return tuple(n for n, _ in applied_migrations(conn))
+
+
+def read_pg_schema(url: str, busy_timeout_s: float) -> tuple[str, ...]:
+    """The migrations applied in the store at ``url`` (``gpumatch runs migrate`` reports before and after)."""
+    psycopg = _psycopg()
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s))) as conn:
+            return tuple(n for n, _ in applied_migrations(conn))
+    except psycopg.Error as e:
+        raise StoreError(f"cannot open PostgreSQL results store {redact(url)} ({_first_line(e)})",
+                         hint=_HINT_URL) from e
