@@ -40,7 +40,7 @@ def list_runs(
     from gpumatch.store import list_runs
 
     path, runs = list_runs(store, kind or None, limit)
-    if not runs and isinstance(path, Path) and not path.exists():  # the default store before the first measurement: nothing yet
+    if not runs and isinstance(path, Path) and not path.exists():  # the default store before the first run
         _say(f"no runs yet (no results store at {path}; 'gpumatch monitor' creates it)")
     for line in manifest_warnings(runs, path):
         _say(line)
@@ -185,7 +185,8 @@ def merge_cmd(sources: list[str] = _SOURCES, into: str = _INTO, fmt: Format = Fo
 @app.command("import", help="Store another tool's result file as a run: 'vllm bench serve --save-result' JSON "
              "or nccl-tests -J JSON (detected, or --format). Importing a file twice stores it once. "
              "Example: gpumatch runs import vllm-result.json")
-def import_cmd(file: Path = _FILE, source_format: str = _SOURCE_FORMAT, store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
+def import_cmd(file: Path = _FILE, source_format: str = _SOURCE_FORMAT, store: str | None = StoreOption,
+               fmt: Format = FormatOption) -> None:
     from gpumatch.report.runs import imported_line
     from gpumatch.store.imports import import_file
 

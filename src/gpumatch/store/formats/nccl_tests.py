@@ -40,7 +40,7 @@ def parse_nccl_tests(data: dict[str, Any], source: dict[str, Any]) -> ImportedRu
     cfg: dict[str, Any] = raw_cfg if isinstance(raw_cfg, dict) else {}
     raw_devices = cfg.get("devices")
     devices: list[Any] = raw_devices if isinstance(raw_devices, list) else []
-    run_cfg = {"case": "nccl-tests", "collective": coll,
+    run_cfg: dict[str, Any] = {"case": "nccl-tests", "collective": coll,
                **{k: cfg[k] for k in ("nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "iterations")
                   if k in cfg}, "ranks": len(devices)}
     results: list[ImportedResult] = []
