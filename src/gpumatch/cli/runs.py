@@ -68,24 +68,40 @@ def show_run(
 _EXPORT_HELP = (
     "Write a stored run's telemetry as a trace file (.csv or .parquet, plus a .json sidecar), the format "
     "'gpumatch monitor --output' writes and '--replay' reads.\n\n"
-    "Example: gpumatch runs export 3 --output run3.csv && gpumatch monitor --replay run3.csv"
+    "Example: gpumatch runs export 3 --output run3.csv && gpumatch monitor --replay run3.csv\n\n"
+    "Runs for other tools: gpumatch runs export 3 4 --format parquet --output results.parquet"
 )
 
 
 OutputOption = typer.Option(..., "--output", "-o", help="Trace file to write: .csv or .parquet (+ a .json sidecar).")
 
 
+_EXPORT_FORMAT = typer.Option("trace", "--format", "-f",
+                              help="trace (telemetry, by --output suffix), json (whole runs), csv or parquet "
+                              "(one row per result).")
+_RUN_IDS = typer.Argument(..., help="Run id(s) from 'gpumatch runs list' (trace: one).")
+
+
 @app.command("export", help=_EXPORT_HELP)
 def export_run(
-    run_id: int = typer.Argument(..., help="Run id from 'gpumatch runs list'."),
+    run_ids: list[int] = _RUN_IDS,
     output: Path = OutputOption,
     store: str | None = StoreOption,
     force: bool = typer.Option(False, "--force", help="Overwrite the trace file and its .json sidecar if they exist."),
+    fmt: str = _EXPORT_FORMAT,
 ) -> None:
-    from gpumatch.store.export import export_trace
+    from gpumatch.store.export import export_runs, export_trace
 
-    written = export_trace(run_id, output, store=store, force=force)
-    _say(f"run {run_id} written to {', '.join(str(p) for p in written)}")
+    if fmt != "trace":
+        written = export_runs(run_ids, output, fmt, store=store, force=force)
+        _say(f"{len(run_ids)} run(s) written to {written}")
+        return
+    if len(run_ids) != 1:
+        from gpumatch.errors import InputError
+
+        raise InputError("a trace holds one run's telemetry", "give one run id, or --format json|csv|parquet")
+    paths = export_trace(run_ids[0], output, store=store, force=force)
+    _say(f"run {run_ids[0]} written to {', '.join(str(p) for p in paths)}")
 
 
 @app.command("check", help="Check the whole store file (SQLite integrity_check) and every manifest's hash; "

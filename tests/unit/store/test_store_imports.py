@@ -113,3 +113,28 @@ def test_push_pull_merge_commands(tmp_path: Path, pg_url: str, capsys: pytest.Ca
     shutil.copy(pooled, tmp_path / "copy.sqlite")
     code, out, _ = _run(capsys, "runs", "merge", str(tmp_path / "copy.sqlite"), "--into", pooled, "--format", "json")
     assert code == 0 and json.loads(out)[0]["already_there"] == 2
+
+
+def test_export_runs_as_json_csv_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+
+    import pyarrow.parquet as pq
+
+    store = str(tmp_path / "s.sqlite")
+    import_file(VLLM, None, store)
+    import_file(NCCL, None, store)
+    code, _, err = _run(capsys, "runs", "export", "1", "2", "--store", store, "--format", "json", "-o",
+                        str(tmp_path / "r.json"))
+    assert code == 0 and "2 run(s) written" in err
+    runs = json.loads((tmp_path / "r.json").read_text())
+    assert [r["run"]["manifest"]["source"]["format"] for r in runs] == ["vllm", "nccl-tests"]
+    for fmt in ("csv", "parquet"):
+        out = tmp_path / f"r.{fmt}"
+        assert _run(capsys, "runs", "export", "1", "2", "--store", store, "--format", fmt, "-o", str(out))[0] == 0
+        rows = (list(csv.DictReader(out.open())) if fmt == "csv" else pq.read_table(out).to_pylist())
+        assert len(rows) == 26 + 31 and {r["source_format"] for r in rows} == {"vllm", "nccl-tests"}
+        ttft = next(r for r in rows if r["metric"] == "ttft_mean_s")
+        assert float(ttft["value"]) == pytest.approx(0.0412) and ttft["unit"] == "s"
+    code, _, err = _run(capsys, "runs", "export", "1", "--store", store, "--format", "csv", "-o",
+                        str(tmp_path / "r.csv"))
+    assert code == 2 and "already exists" in err
