@@ -58,7 +58,8 @@ def run_monitor(command: Sequence[str] | None, interval_s: float | None = None, 
     ``replay``; write the trace to ``output`` (.csv or .parquet) if given; record the run unless ``use_store``
     is False. ``prometheus`` (``HOST:PORT``): also serve the live samples at ``/metrics`` under dcgm-exporter's
     names (:mod:`gpumatch.telemetry.prometheus`) while it runs. SIGINT/SIGTERM/SIGHUP are caught (main thread),
-    forwarded to the command, and end the measurement; the run is then saved ``interrupted`` (``completed`` without a command)."""
+    forwarded to the command, and end the measurement; the run is then saved ``interrupted`` (``completed``
+    without a command)."""
     if replay is not None:
         return _replay(replay, interval_s, use_store, output)
     from gpumatch.telemetry.child import StopSignals
