@@ -15,7 +15,8 @@ app = typer.Typer(help="The fixed experiment package: run a suite on this machin
                        "export the stored runs.", no_args_is_help=True)
 
 StoreOption = typer.Option(
-    None, "--store", help="Results store file (default: $GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite).")
+    None, "--store", help="Results store: a SQLite file or postgresql:// URL (default: $GPUMATCH_STORE or "
+    "$GPUMATCH_HOME/results.sqlite).")
 
 _HF = typer.Option(None, "--hf-config", help="A Hugging Face config.json instead.")
 _PREC = typer.Option([], "--precision", help="GEMM precisions (repeat; default all five).")
@@ -42,7 +43,7 @@ def run_cmd(
     decode_batch: list[int] = _DB,
     case: list[str] = _CASE,
     seed: int = typer.Option(0, "--seed", help="Data seed."),
-    store: Path | None = StoreOption,
+    store: str | None = StoreOption,
 ) -> None:
     from gpumatch.lab.run import BenchRequest, run_bench
     from gpumatch.lab.suites import PRECISIONS
@@ -58,7 +59,7 @@ def run_cmd(
 
 
 @app.command("list", help="List the bench runs, newest first. Example: gpumatch bench list")
-def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."), store: Path | None = StoreOption,
+def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."), store: str | None = StoreOption,
              fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import list_bench_runs
     from gpumatch.report.bench import LIST_COLUMNS
@@ -69,7 +70,7 @@ def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."
 @app.command("show", help="One bench run: each case measured, predicted, ratio, n and percentiles; failures with "
              "their reason. Example: gpumatch bench show 3 --format json")
 def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench list'."),
-             store: Path | None = StoreOption, fmt: Format = FormatOption) -> None:
+             store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import load_run
     from gpumatch.report.bench import show_csv, show_text
 
@@ -84,7 +85,7 @@ def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench
              "manifests differ in performance-relevant fields unless --force. Example: gpumatch bench compare 3 4")
 def compare_cmd(run_a: int = typer.Argument(..., help="Run A."), run_b: int = typer.Argument(..., help="Run B."),
                 force: bool = typer.Option(False, "--force", help="Compare even if the manifests differ (flagged)."),
-                store: Path | None = StoreOption, fmt: Format = FormatOption) -> None:
+                store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import compare_runs
     from gpumatch.report.bench import compare_text
 
@@ -104,7 +105,7 @@ def compare_cmd(run_a: int = typer.Argument(..., help="Run A."), run_b: int = ty
 def export_cmd(run_id: int = typer.Argument(..., help="Run id."),
                out: Path = _OUT,
                force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-               store: Path | None = StoreOption) -> None:
+               store: str | None = StoreOption) -> None:
     from gpumatch.lab.results import export_run
 
     path = export_run(store, run_id, out, force)

@@ -45,7 +45,7 @@ class BenchRequest:
     hf_config: Path | None = None
     precisions: tuple[str, ...] = PRECISIONS
     tiny: bool | None = None
-    store: Path | None = None
+    store: Path | str | None = None
     duration_s: float = DEFAULT_SOAK_S
     seed: int = 0
     decode_batches: tuple[int, ...] = ()
