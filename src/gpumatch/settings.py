@@ -1,7 +1,8 @@
 """Where gpumatch keeps user data; read lazily from the environment, never at import time.
 
 - ``GPUMATCH_HOME``: root of user data (default ``~/.gpumatch``).
-- ``GPUMATCH_STORE``: results database path or ``sqlite:///path`` URL (default ``$GPUMATCH_HOME/results.sqlite``).
+- ``GPUMATCH_STORE``: results database path, ``sqlite:///path`` URL (default ``$GPUMATCH_HOME/results.sqlite``) or a
+  ``postgresql://user@host:port/dbname`` URL (a team's shared store).
 - Catalog overlay: ``$GPUMATCH_HOME/catalog/gpus/*.toml`` adds or overrides SKUs,
   ``$GPUMATCH_HOME/catalog/prices/*.toml`` adds price quotes.
 """
@@ -19,6 +20,9 @@ class Settings:
 
     home: Path
     store_path: Path
+    """The SQLite store file (the home store when ``store_url`` is a PostgreSQL URL)."""
+    store_url: str = ""
+    """What ``GPUMATCH_STORE`` names: a ``postgresql://`` URL, else the SQLite file as a path string."""
 
     @property
     def gpu_overlay_dir(self) -> Path:
@@ -38,7 +42,9 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     home = Path(env.get("GPUMATCH_HOME") or Path.home() / ".gpumatch").expanduser()
     store = env.get("GPUMATCH_STORE", "")
+    if store.startswith(("postgresql://", "postgres://")):
+        return Settings(home=home, store_path=home / "results.sqlite", store_url=store)
     if store.startswith("sqlite:///"):
         store = store[len("sqlite:///") :]
     store_path = Path(store).expanduser() if store else home / "results.sqlite"
-    return Settings(home=home, store_path=store_path)
+    return Settings(home=home, store_path=store_path, store_url=str(store_path))

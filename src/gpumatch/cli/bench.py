@@ -15,7 +15,8 @@ app = typer.Typer(help="The fixed experiment package: run a suite on this machin
                        "export the stored runs.", no_args_is_help=True)
 
 StoreOption = typer.Option(
-    None, "--store", help="Results store file (default: $GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite).")
+    None, "--store", help="Results store: a SQLite file or postgresql:// URL (default: $GPUMATCH_STORE or "
+    "$GPUMATCH_HOME/results.sqlite).")
 
 _HF = typer.Option(None, "--hf-config", help="A Hugging Face config.json instead.")
 _PREC = typer.Option([], "--precision", help="GEMM precisions (repeat; default all five).")
@@ -56,7 +57,7 @@ def run_cmd(
     stride: int | None = typer.Option(None, "--stride", help="Quality: tokens between windows (half the window)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Quality: at most this many tokens (4096)."),
     workload: Path | None = _WORKLOAD,
-    store: Path | None = StoreOption,
+    store: str | None = StoreOption,
 ) -> None:
     from gpumatch.lab.run import BenchRequest, run_bench
     from gpumatch.report.bench import BenchProgress, run_summary
@@ -72,7 +73,7 @@ def run_cmd(
 
 
 @app.command("list", help="List the bench runs, newest first. Example: gpumatch bench list")
-def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."), store: Path | None = StoreOption,
+def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."), store: str | None = StoreOption,
              fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import list_bench_runs
     from gpumatch.report.bench import LIST_COLUMNS
@@ -83,7 +84,7 @@ def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."
 @app.command("show", help="One bench run: each case measured, predicted, ratio, n and percentiles; failures with "
              "their reason. Example: gpumatch bench show 3 --format json")
 def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench list'."),
-             store: Path | None = StoreOption, fmt: Format = FormatOption) -> None:
+             store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import load_run, run_kind
     from gpumatch.report.bench import show_csv, show_text
 
@@ -101,7 +102,7 @@ def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench
              "manifests differ in performance-relevant fields unless --force. Example: gpumatch bench compare 3 4")
 def compare_cmd(run_a: int = typer.Argument(..., help="Run A."), run_b: int = typer.Argument(..., help="Run B."),
                 force: bool = typer.Option(False, "--force", help="Compare even if the manifests differ (flagged)."),
-                store: Path | None = StoreOption, fmt: Format = FormatOption) -> None:
+                store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import compare_runs
     from gpumatch.report.bench import compare_text
 
@@ -121,14 +122,14 @@ def compare_cmd(run_a: int = typer.Argument(..., help="Run A."), run_b: int = ty
 def export_cmd(run_id: int = typer.Argument(..., help="Run id."),
                out: Path = _OUT,
                force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
-               store: Path | None = StoreOption) -> None:
+               store: str | None = StoreOption) -> None:
     from gpumatch.lab.results import export_run
 
     path = export_run(store, run_id, out, force)
     sys.stderr.write(f"gpumatch: run {run_id} written to {path}\n")
 
 
-def _show_serve(store: Path | None, run_id: int, fmt: Format) -> None:
+def _show_serve(store: str | None, run_id: int, fmt: Format) -> None:
     from gpumatch.lab.loadgen.stored import load_serve_run
     from gpumatch.report.serve import serve_csv, serve_text
 
@@ -199,7 +200,7 @@ def serve_cmd(
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Env variable holding an API key."),
     out: Path | None = _SERVE_OUT,
     no_store: bool = typer.Option(False, "--no-store", help="Record nothing in the results store."),
-    store: Path | None = StoreOption,
+    store: str | None = StoreOption,
     fmt: Format = FormatOption,
 ) -> None:
     import os

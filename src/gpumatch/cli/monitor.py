@@ -53,6 +53,9 @@ def monitor(
     gpu: Annotated[list[int] | None, typer.Option(
         "--gpu", help="Only this GPU index (repeatable); default all.")] = None,
     store: bool = typer.Option(True, "--store/--no-store", help="Save the run in the results store."),
+    prometheus: Annotated[str | None, typer.Option(
+        "--prometheus", help="Also serve the live samples at http://HOST:PORT/metrics under dcgm-exporter's "
+        "names (DCGM_FI_DEV_POWER_USAGE, ...); PORT alone: 127.0.0.1.")] = None,
     fmt: Format = FormatOption,
 ) -> None:
     from gpumatch.record.monitor import run_monitor
@@ -60,7 +63,8 @@ def monitor(
 
     _check(command, output, replay)
     run = run_monitor(command, interval, replay=replay, gpus=gpu, use_store=store, output=output,
-                      on_start=_started(bool(command)), on_store_error=None if replay else _warn_store)
+                      on_start=_started(bool(command)), on_store_error=None if replay else _warn_store,
+                      prometheus=prometheus)
     _say(saved_line(run))
     if run.written:
         _say(f"trace written to {', '.join(str(p) for p in run.written)}")

@@ -18,7 +18,8 @@ app = typer.Typer(
 )
 
 StoreOption = typer.Option(
-    None, "--store", help="Results store file (default: $GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite)."
+    None, "--store", help="Results store: a SQLite file, sqlite:///PATH or postgresql://USER@HOST:PORT/DB "
+    "(default: $GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite)."
 )
 
 
@@ -32,14 +33,14 @@ def _say(line: str) -> None:
 def list_runs(
     kind: str = typer.Option("", help="Only runs of this kind (bench, monitor, ...)."),
     limit: int = typer.Option(50, min=1, help="At most this many runs."),
-    store: Path | None = StoreOption,
+    store: str | None = StoreOption,
     fmt: Format = FormatOption,
 ) -> None:
     from gpumatch.report.runs import LIST_COLUMNS, list_rows, manifest_warnings
     from gpumatch.store import list_runs
 
     path, runs = list_runs(store, kind or None, limit)
-    if not runs and not path.exists():  # the default store before the first measurement: nothing yet
+    if not runs and isinstance(path, Path) and not path.exists():  # the default store before the first run
         _say(f"no runs yet (no results store at {path}; 'gpumatch monitor' creates it)")
     for line in manifest_warnings(runs, path):
         _say(line)
@@ -50,7 +51,7 @@ def list_runs(
 def show_run(
     run_id: int = typer.Argument(..., help="Run id from 'gpumatch runs list'."),
     samples: bool = typer.Option(False, "--samples", help="Include the raw telemetry samples (JSON/CSV)."),
-    store: Path | None = StoreOption,
+    store: str | None = StoreOption,
     fmt: Format = FormatOption,
 ) -> None:
     from gpumatch.report.runs import show_csv, show_text
@@ -67,29 +68,45 @@ def show_run(
 _EXPORT_HELP = (
     "Write a stored run's telemetry as a trace file (.csv or .parquet, plus a .json sidecar), the format "
     "'gpumatch monitor --output' writes and '--replay' reads.\n\n"
-    "Example: gpumatch runs export 3 --output run3.csv && gpumatch monitor --replay run3.csv"
+    "Example: gpumatch runs export 3 --output run3.csv && gpumatch monitor --replay run3.csv\n\n"
+    "Runs for other tools: gpumatch runs export 3 4 --format parquet --output results.parquet"
 )
 
 
 OutputOption = typer.Option(..., "--output", "-o", help="Trace file to write: .csv or .parquet (+ a .json sidecar).")
 
 
+_EXPORT_FORMAT = typer.Option("trace", "--format", "-f",
+                              help="trace (telemetry, by --output suffix), json (whole runs), csv or parquet "
+                              "(one row per result).")
+_RUN_IDS = typer.Argument(..., help="Run id(s) from 'gpumatch runs list' (trace: one).")
+
+
 @app.command("export", help=_EXPORT_HELP)
 def export_run(
-    run_id: int = typer.Argument(..., help="Run id from 'gpumatch runs list'."),
+    run_ids: list[int] = _RUN_IDS,
     output: Path = OutputOption,
-    store: Path | None = StoreOption,
+    store: str | None = StoreOption,
     force: bool = typer.Option(False, "--force", help="Overwrite the trace file and its .json sidecar if they exist."),
+    fmt: str = _EXPORT_FORMAT,
 ) -> None:
-    from gpumatch.store.export import export_trace
+    from gpumatch.store.export import export_runs, export_trace
 
-    written = export_trace(run_id, output, store=store, force=force)
-    _say(f"run {run_id} written to {', '.join(str(p) for p in written)}")
+    if fmt != "trace":
+        written = export_runs(run_ids, output, fmt, store=store, force=force)
+        _say(f"{len(run_ids)} run(s) written to {written}")
+        return
+    if len(run_ids) != 1:
+        from gpumatch.errors import InputError
+
+        raise InputError("a trace holds one run's telemetry", "give one run id, or --format json|csv|parquet")
+    paths = export_trace(run_ids[0], output, store=store, force=force)
+    _say(f"run {run_ids[0]} written to {', '.join(str(p) for p in paths)}")
 
 
 @app.command("check", help="Check the whole store file (SQLite integrity_check) and every manifest's hash; "
              "read-only. Exit 2 when damaged. Example: gpumatch runs check")
-def check_store(store: Path | None = StoreOption, fmt: Format = FormatOption) -> None:
+def check_store(store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.report.runs import check_cells
     from gpumatch.store import check_store, damage
 
@@ -102,11 +119,12 @@ def check_store(store: Path | None = StoreOption, fmt: Format = FormatOption) ->
 
 @app.command("migrate", help="Upgrade an older results store to this gpumatch's schema (the only runs command "
              "that writes). Example: gpumatch runs migrate --store old.sqlite")
-def migrate_cmd(store: Path | None = StoreOption) -> None:
+def migrate_cmd(store: str | None = StoreOption) -> None:
     from gpumatch.report.runs import migrated_line
     from gpumatch.store import locate_store, migrate_store
+    from gpumatch.store.locate import store_url
 
-    path, _ = locate_store(store)
+    path = store_url(store) or locate_store(store)[0]
     before, after = migrate_store(path)
     _say(migrated_line(path, before, after))
 
@@ -118,7 +136,7 @@ _RecoverOutput = typer.Option(..., "--output", "-o", help="The new store file to
              "damaged file is only read. Example: gpumatch runs recover --store results.sqlite --output fixed.sqlite")
 def recover_cmd(
     output: Path = _RecoverOutput,
-    store: Path | None = StoreOption,
+    store: str | None = StoreOption,
     fmt: Format = FormatOption,
 ) -> None:
     from gpumatch.report.runs import RECOVER_COLUMNS, recovered_line
@@ -133,3 +151,61 @@ def recover_cmd(
     tables = recover_store(path, output)
     emit_rows([t.to_dict() for t in tables], fmt, RECOVER_COLUMNS)
     _say(recovered_line(sum(t.copied for t in tables), sum(t.unreadable_ids + t.dropped for t in tables), output))
+
+
+_TO = typer.Option(..., "--to", help="The store to copy into: a SQLite file or postgresql://... URL.")
+_FROM = typer.Option(..., "--from", help="The store to copy from: a SQLite file or postgresql://... URL.")
+_SOURCES = typer.Argument(..., help="Stores to read (files or URLs).")
+_INTO = typer.Option(..., "--into", help="The store to write (created when a new file).")
+_FILE = typer.Argument(..., help="The result file.")
+_SOURCE_FORMAT = typer.Option("", "--format", help="vllm or nccl-tests (default: detected).")
+
+
+def _copy(source: str | None, target: str | None, fmt: Format) -> None:
+    from gpumatch.report.runs import copied_line
+    from gpumatch.store.merge import copy_store
+
+    report = copy_store(source, target)
+    emit_object(report.to_dict(), fmt, {"copied": len(report.copied), "already_there": report.already_there,
+                                        "still_running": len(report.still_running), "damaged": len(report.damaged)})
+    _say(copied_line(report.to_dict()))
+
+
+@app.command("push", help="Copy this store's finished runs into another store (a team's PostgreSQL), skipping "
+             "those already there; safe to rerun after an interruption. "
+             "Example: gpumatch runs push --to postgresql://me@db.lab:5432/gpumatch")
+def push_cmd(to: str = _TO, store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
+    _copy(store, to, fmt)
+
+
+@app.command("pull", help="Copy another store's finished runs into this one, skipping those already here. "
+             "Example: gpumatch runs pull --from postgresql://me@db.lab:5432/gpumatch --store mine.sqlite")
+def pull_cmd(source: str = _FROM, store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
+    _copy(source, store, fmt)
+
+
+@app.command("merge", help="Copy the finished runs of each SOURCE store into --into, by global run id (no "
+             "duplicates). Example: gpumatch runs merge a.sqlite b.sqlite --into pooled.sqlite")
+def merge_cmd(sources: list[str] = _SOURCES, into: str = _INTO, fmt: Format = FormatOption) -> None:
+    from gpumatch.report.runs import copied_line
+    from gpumatch.store.merge import copy_store
+
+    reports = [copy_store(s, into).to_dict() for s in sources]
+    emit_rows([{**r, "copied": len(r["copied"]), "still_running": len(r["still_running"]),
+                "damaged": len(r["damaged"])} for r in reports], fmt,
+              ["source", "copied", "already_there", "still_running", "damaged"])
+    for r in reports:
+        _say(copied_line(r))
+
+
+@app.command("import", help="Store another tool's result file as a run: 'vllm bench serve --save-result' JSON "
+             "or nccl-tests -J JSON (detected, or --format). Importing a file twice stores it once. "
+             "Example: gpumatch runs import vllm-result.json")
+def import_cmd(file: Path = _FILE, source_format: str = _SOURCE_FORMAT, store: str | None = StoreOption,
+               fmt: Format = FormatOption) -> None:
+    from gpumatch.report.runs import imported_line
+    from gpumatch.store.imports import import_file
+
+    out = import_file(file, source_format or None, store)
+    emit_object(out.to_dict(), fmt)
+    _say(imported_line(out.to_dict()))

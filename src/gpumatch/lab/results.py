@@ -16,7 +16,7 @@ from gpumatch.errors import InputError
 PERCENTILE_KEYS = ("p50_s", "p90_s", "p99_s")
 
 
-def list_bench_runs(store: Path | None, limit: int = 50) -> list[dict[str, Any]]:
+def list_bench_runs(store: Path | str | None, limit: int = 50) -> list[dict[str, Any]]:
     """Bench runs (``bench run``) and serve runs (``bench serve``), newest first (``[]`` when the default store
     does not exist yet)."""
     from gpumatch.store import list_runs
@@ -29,7 +29,7 @@ def list_bench_runs(store: Path | None, limit: int = 50) -> list[dict[str, Any]]
              "manifest": r.manifest_sha256[:12]} for r in runs]
 
 
-def run_kind(store: Path | None, run_id: int) -> str:
+def run_kind(store: Path | str | None, run_id: int) -> str:
     """The kind of stored run ``run_id`` (``bench``, ``serve``, ...)."""
     from gpumatch.store import open_existing_store
 
@@ -37,7 +37,7 @@ def run_kind(store: Path | None, run_id: int) -> str:
         return str(st.run(run_id).kind)
 
 
-def load_run(store: Path | None, run_id: int) -> dict[str, Any]:
+def load_run(store: Path | str | None, run_id: int) -> dict[str, Any]:
     """One bench run: ``run`` (the record), ``manifest``, ``cases``, ``results`` (flat rows) and ``failures``."""
     from gpumatch.store import open_existing_store
 
@@ -91,7 +91,7 @@ def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None) -> dic
     return row
 
 
-def compare_runs(store: Path | None, run_a: int, run_b: int, force: bool = False) -> dict[str, Any]:
+def compare_runs(store: Path | str | None, run_a: int, run_b: int, force: bool = False) -> dict[str, Any]:
     """Side by side per result: A, B and B/A. Refuses (InputError, exit 2) runs whose manifests differ in a
     performance-relevant field (:data:`gpumatch.bench.manifest.PERFORMANCE_FIELDS`) unless ``force``; with
     ``force`` they are listed in ``differing_fields``."""
@@ -121,7 +121,7 @@ def _pair(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
             "n_a": (a or {}).get("n"), "n_b": (b or {}).get("n")}
 
 
-def export_run(store: Path | None, run_id: int, out: Path, force: bool = False) -> Path:
+def export_run(store: Path | str | None, run_id: int, out: Path, force: bool = False) -> Path:
     """Write the run (:func:`load_run`) as JSON to ``out``; refuses an existing file unless ``force``."""
     if out.exists() and not force:
         raise InputError(f"{out} exists", "give another --out or add --force to overwrite it")

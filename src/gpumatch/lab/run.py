@@ -50,7 +50,7 @@ class BenchRequest:
     precisions: tuple[str, ...] = ()
     """Empty: the workload's compute format with ``workload``, else all of :data:`PRECISIONS`."""
     tiny: bool | None = None
-    store: Path | None = None
+    store: Path | str | None = None
     duration_s: float = DEFAULT_SOAK_S
     seed: int = 0
     decode_batches: tuple[int, ...] = ()
@@ -88,7 +88,7 @@ class BenchRun:
     """The recorded run: its id and store, how it closed, its manifest hash and each case's report."""
 
     run_id: int | None
-    store_path: Path | None
+    store_path: Path | str | None
     status: str
     manifest_sha256: str
     cases: tuple[CaseReport, ...] = field(default_factory=tuple)

@@ -18,6 +18,7 @@ from typing import Any
 from gpumatch.errors import GpumatchError
 from gpumatch.record.recording import Recording, RecordingOutcome, StoreErrorHook
 from gpumatch.telemetry.monitor import MonitorResult
+from gpumatch.telemetry.types import Sample
 
 DEFAULT_INTERVAL_S = 0.1
 """Seconds between samples when the caller gives none (10 Hz)."""
@@ -51,11 +52,14 @@ class StoreNotUpdated(GpumatchError):
 
 def run_monitor(command: Sequence[str] | None, interval_s: float | None = None, *, replay: Path | None = None,
                 gpus: Sequence[int] | None = None, use_store: bool = True, output: Path | None = None,
-                on_start: StartHook | None = None, on_store_error: StoreErrorHook | None = None) -> MonitorRun:
+                on_start: StartHook | None = None, on_store_error: StoreErrorHook | None = None,
+                prometheus: str | None = None) -> MonitorRun:
     """Measure ``command`` on ``gpus`` (default all) every ``interval_s`` seconds, or replay the trace file
     ``replay``; write the trace to ``output`` (.csv or .parquet) if given; record the run unless ``use_store``
-    is False. SIGINT/SIGTERM/SIGHUP are caught (main thread), forwarded to the command, and end the
-    measurement; the run is then saved ``interrupted`` (``completed`` without a command)."""
+    is False. ``prometheus`` (``HOST:PORT``): also serve the live samples at ``/metrics`` under dcgm-exporter's
+    names (:mod:`gpumatch.telemetry.prometheus`) while it runs. SIGINT/SIGTERM/SIGHUP are caught (main thread),
+    forwarded to the command, and end the measurement; the run is then saved ``interrupted`` (``completed``
+    without a command)."""
     if replay is not None:
         return _replay(replay, interval_s, use_store, output)
     from gpumatch.telemetry.child import StopSignals
@@ -65,17 +69,46 @@ def run_monitor(command: Sequence[str] | None, interval_s: float | None = None, 
 
     interval = DEFAULT_INTERVAL_S if interval_s is None else interval_s
     backend = open_nvml(list(gpus) if gpus else None)
+    exporter = _exporter(backend, prometheus)
     # from here a stop signal is forwarded to the command, and waits for the save below
-    with StopSignals() as stop, contextlib.closing(backend):
+    with StopSignals() as stop, contextlib.closing(backend), contextlib.ExitStack() as stack:
+        if exporter is not None:
+            stack.callback(exporter.close)
         name = " ".join(command or []) or "(until Ctrl-C)"
         with Recording("monitor", name, build_manifest(backend), {"interval_s": interval}, use_store=use_store,
                        on_store_error=on_store_error, keep_samples=False, flush_interval_s=0.0) as rec:
             if on_start is not None:
                 on_start(len(backend.devices()), interval)
-            result = monitor_command(backend, command or None, interval, on_samples=rec.add_samples, stop=stop)
+            on_samples = rec.add_samples if exporter is None else _both(exporter.update, rec.add_samples)
+            every_s = 2.0 if exporter is None else PROMETHEUS_UPDATE_S
+            result = monitor_command(backend, command or None, interval, on_samples=on_samples,
+                                     flush_every_s=every_s, stop=stop)
             written = _write_output(result, output)
             outcome = _finish(rec, result, written) if use_store else None
     return MonitorRun(result, written, "monitor", outcome)
+
+
+PROMETHEUS_UPDATE_S = 1.0
+"""With ``--prometheus`` the gauges (and the store) take new samples every this-many seconds (else 2 s)."""
+
+
+def _exporter(backend: Any, listen: str | None) -> Any:
+    """The Prometheus exporter serving ``listen`` (HOST:PORT), started; None without ``--prometheus``."""
+    if listen is None:
+        return None
+    from gpumatch.telemetry.prometheus import PrometheusExporter, parse_listen
+
+    host, port = parse_listen(listen)
+    return PrometheusExporter([d.info() for d in backend.devices()], host, port).start()
+
+
+def _both(first: Callable[[list[Sample]], None],
+          second: Callable[[list[Sample]], None]) -> Callable[[list[Sample]], None]:
+    def call(samples: list[Sample]) -> None:
+        first(samples)
+        second(samples)
+
+    return call
 
 
 def _replay(path: Path, interval_s: float | None, use_store: bool, output: Path | None) -> MonitorRun:

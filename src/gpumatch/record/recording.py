@@ -60,7 +60,7 @@ class RecordingOutcome:
     the files that hold what the store did not take (empty when saved, or when nothing could be written)."""
 
     run_id: int | None
-    store_path: Path | None
+    store_path: Path | str | None
     status: str
     saved: bool
     error: GpumatchError | None = None
@@ -72,8 +72,9 @@ class Recording:
     except :meth:`add_samples`, which a sampler thread may call while another thread adds results."""
 
     def __init__(self, kind: str, name: str, manifest: Mapping[str, Any], config: Mapping[str, Any], *,
-                 use_store: bool = True, store_path: Path | None = None, on_store_error: StoreErrorHook | None = None,
-                 keep_samples: bool = True, flush_interval_s: float = 1.0) -> None:
+                 use_store: bool = True, store_path: Path | str | None = None,
+                 on_store_error: StoreErrorHook | None = None, keep_samples: bool = True,
+                 flush_interval_s: float = 1.0) -> None:
         """Open the store for writing (``store_path``, default ``$GPUMATCH_STORE`` or the home store) and
         begin the run. ``use_store=False`` records nothing and writes no fallback (``--no-store``).
         ``keep_samples=False``: samples the store did not take are not kept in memory, because the caller
@@ -83,7 +84,7 @@ class Recording:
         self.use_store = use_store
         self.error: GpumatchError | None = None
         self.run_id: int | None = None
-        self.store_path: Path | None = None
+        self.store_path: Path | str | None = None
         self.outcome: RecordingOutcome | None = None
         self._store: Store | None = None
         self._buffer: SampleBuffer | None = None
@@ -93,7 +94,7 @@ class Recording:
         if use_store:
             self._open(store_path, flush_interval_s)
 
-    def _open(self, store_path: Path | None, flush_interval_s: float) -> None:
+    def _open(self, store_path: Path | str | None, flush_interval_s: float) -> None:
         try:
             self._store = open_store(store_path, mode="write")
             self.store_path = self._store.path

@@ -72,7 +72,7 @@ def list_rows(runs: Sequence[RunRecord], fmt: str) -> list[dict[str, Any]]:
     return out
 
 
-def manifest_warnings(runs: Sequence[RunRecord], path: Path) -> list[str]:
+def manifest_warnings(runs: Sequence[RunRecord], path: Path | str) -> list[str]:
     """A line per run whose manifest no longer hashes to its key (listed, but ``runs show`` refuses it)."""
     return [f"warning: run {r.run_id}: manifest hash mismatch (the store file was changed or damaged; "
             f"'gpumatch runs check --store {path}' checks the whole file)" for r in runs if not r.manifest_ok]
@@ -99,7 +99,7 @@ def check_cells(report: dict[str, Any]) -> dict[str, Any]:
     return {k: nested_cell(v) for k, v in report.items()}
 
 
-def migrated_line(path: Path, before: Sequence[str], after: Sequence[str]) -> str:
+def migrated_line(path: Path | str, before: Sequence[str], after: Sequence[str]) -> str:
     if before == after:
         return f"results store {path} is up to date (schema {after[-1]})"
     return (f"results store {path} upgraded from {before[-1] if before else 'empty'} to {after[-1]} "
@@ -108,3 +108,22 @@ def migrated_line(path: Path, before: Sequence[str], after: Sequence[str]) -> st
 
 def recovered_line(copied: int, lost: int, output: Path) -> str:
     return f"{copied} rows copied into {output}{f'; up to {lost} lost to the damage' if lost else ''}"
+
+
+def copied_line(report: dict[str, Any]) -> str:
+    """One line after ``runs push|pull|merge``."""
+    extra = []
+    if report["still_running"]:
+        extra.append(f"{len(report['still_running'])} still running left for a later copy")
+    if report["damaged"]:
+        extra.append(f"{len(report['damaged'])} with a damaged manifest not copied")
+    tail = f"; {', '.join(extra)}" if extra else ""
+    return (f"{len(report['copied'])} run(s) copied from {report['source']} to {report['target']}, "
+            f"{report['already_there']} already there{tail}")
+
+
+def imported_line(out: dict[str, Any]) -> str:
+    """One line after ``runs import``."""
+    if out["created"]:
+        return f"{out['format']} file stored as run {out['run_id']} ({out['results']} results) in {out['store']}"
+    return f"this file was imported before: run {out['run_id']} in {out['store']} (nothing written)"

@@ -93,13 +93,34 @@ def _full(path: Path) -> bool:
 
 
 class Db:
-    """One connection shared by the threads of a process, serialised by a lock, with retrying writes."""
+    """The SQLite backend (:class:`gpumatch.store.backend.Backend`): one connection shared by the threads of
+    a process, serialised by a lock, with retrying writes."""
+
+    dialect = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
         self.conn = conn
         self.path = path
         self.busy_timeout_s = busy_timeout_s
         self.lock = threading.RLock()
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def applied(self, conn: sqlite3.Connection) -> list[tuple[str, str]]:
+        from gpumatch.store.migrations import applied_migrations
+
+        return applied_migrations(conn)
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check`` verdict: ``"ok"`` or the problems found (one line)."""
+        rows = self.read("checking integrity", lambda c: c.execute("PRAGMA integrity_check").fetchall())
+        return "; ".join(" ".join(str(r[0]).split()) for r in rows)
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
 
     def write(self, action: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; commit, or roll back and raise StoreError."""

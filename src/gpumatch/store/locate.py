@@ -14,7 +14,17 @@ from gpumatch.errors import StoreError
 from gpumatch.store.connection import read_schema
 from gpumatch.store.db import recover_hint
 from gpumatch.store.records import RunRecord
-from gpumatch.store.store import DEFAULT_BUSY_TIMEOUT_S, Store, open_store
+from gpumatch.store.store import DEFAULT_BUSY_TIMEOUT_S, Store, is_pg_url, open_store
+
+
+def store_url(path: Path | str | None = None) -> str | None:
+    """The PostgreSQL URL ``path`` names (or, ``path`` None, ``$GPUMATCH_STORE`` does); None for a SQLite file."""
+    if path is None:
+        from gpumatch.settings import load_settings
+
+        url = load_settings().store_url
+        return url if is_pg_url(url) else None
+    return str(path) if is_pg_url(str(path)) else None
 
 
 def locate_store(path: Path | str | None = None) -> tuple[Path, bool]:
@@ -34,6 +44,9 @@ def locate_store(path: Path | str | None = None) -> tuple[Path, bool]:
 def open_existing_store(path: Path | str | None = None) -> Store:
     """Open the store at ``path`` (default as :func:`locate_store`) read-only; StoreError if it is missing,
     empty, not a gpumatch store, from a newer gpumatch, or at a schema too old to read as it is."""
+    url = store_url(path)
+    if url is not None:
+        return open_store(url, mode="read")
     p, _ = locate_store(path)
     return open_store(p, mode="read")
 
@@ -42,6 +55,13 @@ def migrate_store(path: Path | str | None = None) -> tuple[tuple[str, ...], tupl
     """Upgrade the existing store at ``path`` to this gpumatch's schema (``gpumatch runs migrate``); returns
     the migration names applied before and after. Refuses a missing, foreign or newer file, or a damaged
     one (``quick_check``), as every writer does; folds a leftover ``-wal`` into the file on close."""
+    url = store_url(path)
+    if url is not None:
+        from gpumatch.store.pg import read_pg_schema
+
+        before = read_pg_schema(url, DEFAULT_BUSY_TIMEOUT_S)
+        with open_store(url, mode="write") as st:
+            return before, st.schema
     p, _ = locate_store(path)
     before = read_schema(p, DEFAULT_BUSY_TIMEOUT_S)
     with open_store(p, mode="write") as st:
@@ -50,10 +70,14 @@ def migrate_store(path: Path | str | None = None) -> tuple[tuple[str, ...], tupl
 
 
 def list_runs(path: Path | str | None = None, kind: str | None = None,
-              limit: int = 100) -> tuple[Path, list[RunRecord]]:
+              limit: int = 100) -> tuple[Path | str, list[RunRecord]]:
     """The store file and its runs, newest first (``gpumatch runs list``), read-only. The default store
     before the first measurement holds no runs (an empty list, nothing created); a named store that does not
     exist is a StoreError, as in :func:`open_existing_store`."""
+    url = store_url(path)
+    if url is not None:
+        with open_store(url, mode="read") as pg:
+            return pg.path, pg.runs(kind or None, limit)
     p, named = locate_store(path)
     if not named and not p.exists():
         return p, []
@@ -75,5 +99,8 @@ def damage(report: dict[str, Any]) -> StoreError | None:
     if report["integrity"] == "ok" and not bad:
         return None
     what = report["integrity"] if report["integrity"] != "ok" else f"{len(bad)} manifest hash mismatch(es)"
+    if is_pg_url(report["store"]):
+        return StoreError(f"results store {report['store']} is damaged ({what[:200]})",
+                          hint="a row was changed by another SQL client; restore the database from its backup")
     path = Path(report["store"])
     return StoreError(f"results store {path} is damaged ({what[:200]})", hint=recover_hint(path))

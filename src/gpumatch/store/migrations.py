@@ -16,6 +16,7 @@ convention: measured rows can never be updated or deleted, and a run can only be
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -129,13 +130,7 @@ def _append_only_sql() -> str:
                 f"CREATE TRIGGER {t}_no_{op.lower()} BEFORE {op} ON {t} BEGIN "
                 f"SELECT RAISE(ABORT, 'gpumatch store is append-only: {op} on {t} is not allowed'); END;"
             )
-    changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _RUN_FROZEN_COLUMNS)
-    parts.append(
-        "CREATE TRIGGER runs_close_once BEFORE UPDATE ON runs "
-        f"WHEN OLD.status <> 'running' OR NEW.status = 'running' OR {changed} BEGIN "
-        "SELECT RAISE(ABORT, 'gpumatch store is append-only: a run can only be closed once "
-        "(status, ended_at, summary)'); END;"
-    )
+    parts.append(_close_once_sql(_RUN_FROZEN_COLUMNS))
     parts.append(
         "CREATE TRIGGER runs_no_delete BEFORE DELETE ON runs BEGIN "
         "SELECT RAISE(ABORT, 'gpumatch store is append-only: DELETE on runs is not allowed'); END;"
@@ -149,10 +144,42 @@ def _append_only_sql() -> str:
     return "\n".join(parts)
 
 
+def _close_once_sql(frozen: tuple[str, ...]) -> str:
+    changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in frozen)
+    return (
+        "CREATE TRIGGER runs_close_once BEFORE UPDATE ON runs "
+        f"WHEN OLD.status <> 'running' OR NEW.status = 'running' OR {changed} BEGIN "
+        "SELECT RAISE(ABORT, 'gpumatch store is append-only: a run can only be closed once "
+        "(status, ended_at, summary)'); END;"
+    )
+
+
+RUN_UUID_NAMESPACE = uuid.UUID("6f1c3e52-4d0b-5a8e-9c57-6770756d6174")
+"""Namespace of the UUIDv5 ids given to runs stored before migration 0004 (RFC 9562 section 5.5)."""
+
+
+def run_uuid_for_existing(key: str) -> str:
+    """The global id of a run stored before 0004: UUIDv5 of its writer, start time, number, kind and name, so
+    two copies of one file migrated apart give each run the same id (a merge then sees one run, not two)."""
+    return str(uuid.uuid5(RUN_UUID_NAMESPACE, key))
+
+
+_RUN_UUID = f"""
+DROP TRIGGER runs_close_once;
+ALTER TABLE runs ADD COLUMN run_uuid TEXT;
+UPDATE runs SET run_uuid = gpumatch_run_uuid(writer_json || '|' || started_at || '|' || run_id || '|' || kind
+                                             || '|' || name);
+CREATE UNIQUE INDEX runs_uuid ON runs(run_uuid);
+{_close_once_sql((*_RUN_FROZEN_COLUMNS, "run_uuid"))}
+CREATE TRIGGER runs_uuid_required BEFORE INSERT ON runs WHEN NEW.run_uuid IS NULL BEGIN
+SELECT RAISE(ABORT, 'a run needs its global id (run_uuid)'); END;
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_core_tables", _CORE),
     ("0002_failures_calibrations_events", _FAILURES_CALIBRATIONS_EVENTS),
     ("0003_append_only_triggers", _append_only_sql()),
+    ("0004_run_uuid", _RUN_UUID),
 )
 """Every schema change, in order. Append only."""
 
@@ -230,6 +257,7 @@ def migrate(conn: sqlite3.Connection, where: str, migrations: Sequence[tuple[str
             f"{where} is a SQLite database but not a gpumatch results store",
             hint="point GPUMATCH_STORE at another file",
         )
+    conn.create_function("gpumatch_run_uuid", 1, run_uuid_for_existing, deterministic=True)
     applied_now = [n for n, _ in applied_migrations(conn)]
     check_known(applied_now, migrations, where)
     if len(applied_now) == len(migrations):

@@ -4,22 +4,32 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from datetime import datetime
 from typing import Any
 
+from gpumatch.store.backend import Conn
 from gpumatch.store.codec import loads
 from gpumatch.store.records import CalibrationRecord, EventRecord, FailureRecord, ResultRecord, RunRecord
 from gpumatch.store.writer import writer_alive
 
-RUN_SQL = """
+UUID_MIGRATION = "0004_run_uuid"
+"""The migration that gave every run its global id (``run_uuid``)."""
+
+
+def run_sql(has_uuid: bool = True) -> str:
+    """The run query; ``has_uuid=False`` for a store read at a schema before :data:`UUID_MIGRATION`."""
+    uuid = "r.run_uuid" if has_uuid else "NULL"
+    return f"""
 SELECT r.run_id, r.kind, r.name, r.status, r.started_at, r.started_unix_s, r.ended_at, r.manifest_sha256,
        m.manifest_json, r.config_json, r.summary_json, r.writer_json,
        (SELECT COUNT(*) FROM results x WHERE x.run_id = r.run_id),
        (SELECT COUNT(*) FROM samples s WHERE s.run_id = r.run_id),
-       (SELECT COUNT(*) FROM failures f WHERE f.run_id = r.run_id)
+       (SELECT COUNT(*) FROM failures f WHERE f.run_id = r.run_id), {uuid}
 FROM runs r JOIN manifests m ON m.manifest_sha256 = r.manifest_sha256
 """
+
+
+RUN_SQL = run_sql()
 
 
 def effective_status(stored: str, writer: dict[str, Any]) -> str:
@@ -49,7 +59,7 @@ def _json_or_none(text: str) -> Any:
 
 def run_record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, kind, name, status, started_at, started_s, ended_at, sha, manifest, config, summary, writer,
-     n_res, n_samp, n_fail) = row
+     n_res, n_samp, n_fail, run_uuid) = row
     writer_d = json.loads(writer)
     return RunRecord(
         run_id=run_id,
@@ -70,10 +80,11 @@ def run_record(row: tuple[Any, ...]) -> RunRecord:
         n_samples=n_samp,
         n_failures=n_fail,
         manifest_ok=manifest_matches(sha, manifest),
+        run_uuid=run_uuid or "",
     )
 
 
-def results(conn: sqlite3.Connection, run_id: int) -> list[ResultRecord]:
+def results(conn: Conn, run_id: int) -> list[ResultRecord]:
     rows = conn.execute(
         "SELECT result_id, run_id, metric, value, unit, config_json, extra_json, created_at FROM results "
         "WHERE run_id = ? ORDER BY result_id",
@@ -88,7 +99,7 @@ def results(conn: sqlite3.Connection, run_id: int) -> list[ResultRecord]:
     ]
 
 
-def failures(conn: sqlite3.Connection, run_id: int | None) -> list[FailureRecord]:
+def failures(conn: Conn, run_id: int | None) -> list[FailureRecord]:
     sql = (
         "SELECT f.failure_id, f.run_id, f.config_json, f.error_class, f.message, f.log_excerpt, "
         "f.manifest_sha256, m.manifest_json, f.created_at FROM failures f "
@@ -108,7 +119,7 @@ def failures(conn: sqlite3.Connection, run_id: int | None) -> list[FailureRecord
     ]
 
 
-def calibrations(conn: sqlite3.Connection, name: str | None, latest_only: bool = False) -> list[CalibrationRecord]:
+def calibrations(conn: Conn, name: str | None, latest_only: bool = False) -> list[CalibrationRecord]:
     sql = "SELECT calibration_id, name, values_json, provenance_json, created_at FROM calibrations"
     args: tuple[Any, ...] = ()
     if name is not None:
@@ -132,7 +143,7 @@ def calibrations(conn: sqlite3.Connection, name: str | None, latest_only: bool =
     return out
 
 
-def events(conn: sqlite3.Connection, run_id: int) -> list[EventRecord]:
+def events(conn: Conn, run_id: int) -> list[EventRecord]:
     rows = conn.execute(
         "SELECT event_id, run_id, t_s, gpu_index, kind, data_json, created_at FROM events WHERE run_id = ? "
         "ORDER BY event_id",

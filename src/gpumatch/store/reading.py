@@ -14,9 +14,9 @@ from typing import Any
 
 from gpumatch.errors import StoreError
 from gpumatch.store import readers
-from gpumatch.store.connection import Mode, Opened
-from gpumatch.store.db import Db, recover_hint
-from gpumatch.store.migrations import applied_migrations
+from gpumatch.store.backend import Backend
+from gpumatch.store.connection import Mode
+from gpumatch.store.db import recover_hint
 from gpumatch.store.records import (
     CalibrationRecord,
     EventRecord,
@@ -28,26 +28,36 @@ from gpumatch.store.records import (
 from gpumatch.store.samples import SELECT_SQL, row_to_sample
 
 
-def manifest_mismatch(path: Path, what: str, sha256: str) -> StoreError:
+def manifest_mismatch(path: Path | str, what: str, sha256: str) -> StoreError:
+    hint = recover_hint(path) if isinstance(path, Path) else "the row was changed by another SQL client"
     return StoreError(f"{what}: manifest hash mismatch in {path} (the stored manifest no longer hashes to "
-                      f"{sha256[:12]}...: the file was changed or damaged)", hint=recover_hint(path))
+                      f"{sha256[:12]}...: the file was changed or damaged)", hint=hint)
 
 
 class StoreReading:
     """Queries over one connection; built by :func:`~gpumatch.store.store.open_store`."""
 
-    def __init__(self, opened: Opened, path: Path, busy_timeout_s: float, mode: Mode) -> None:
-        self._db = Db(opened.conn, path, busy_timeout_s)
-        self.journal_mode = opened.journal_mode
+    def __init__(self, db: Backend, schema: tuple[str, ...], journal_mode: str, mode: Mode,
+                 path: Path | str) -> None:
+        self._db = db
+        self.journal_mode = journal_mode
         self.mode: Mode = mode
-        self.schema = opened.schema
+        self.schema = schema
         """Names of the migrations applied in the file (a reader may see an older schema than this code's)."""
+        self._run_sql = readers.run_sql(has_uuid=readers.UUID_MIGRATION in schema)
         self._closed = False
         self._pid = os.getpid()
+        self._path = path
 
     @property
-    def path(self) -> Path:
-        return self._db.path
+    def path(self) -> Path | str:
+        """The SQLite file, or the PostgreSQL URL without its password."""
+        return self._path
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self._db.dialect
 
     def _check_open(self) -> None:
         if self._closed:
@@ -60,13 +70,13 @@ class StoreReading:
         """Newest first, at most ``limit``; only ``kind`` when given. A damaged manifest: ``manifest_ok`` False."""
         self._check_open()
         where, args = ("", ()) if kind is None else (" WHERE r.kind = ?", (kind,))
-        sql = readers.RUN_SQL + where + " ORDER BY r.run_id DESC LIMIT ?"
+        sql = self._run_sql + where + " ORDER BY r.run_id DESC LIMIT ?"
         return self._db.read("listing runs", lambda c: [readers.run_record(r) for r in c.execute(sql, (*args, limit))])
 
     def run(self, run_id: int, *, verify: bool = True) -> RunRecord:
         """One run; StoreError "manifest hash mismatch" when its manifest was changed (unless ``verify=False``)."""
         self._check_open()
-        rows = self._db.read("reading a run", lambda c: c.execute(readers.RUN_SQL + " WHERE r.run_id = ?",
+        rows = self._db.read("reading a run", lambda c: c.execute(self._run_sql + " WHERE r.run_id = ?",
                                                                   (run_id,)).fetchall())
         if not rows:
             raise StoreError(f"no run {run_id} in {self.path}", hint="list runs with: gpumatch runs list")
@@ -128,7 +138,7 @@ class StoreReading:
 
     def migrations(self) -> list[MigrationRecord]:
         self._check_open()
-        return [MigrationRecord(n, a) for n, a in self._db.read("reading migrations", applied_migrations)]
+        return [MigrationRecord(n, a) for n, a in self._db.read("reading migrations", self._db.applied)]
 
     def verify(self) -> dict[str, Any]:
         """The whole-file check (``PRAGMA integrity_check``, O(file size)) and every manifest's hash:
@@ -140,7 +150,7 @@ class StoreReading:
         return {"integrity": self.integrity_check(), "manifests": len(rows), "manifest_mismatches": bad}
 
     def integrity_check(self) -> str:
-        """SQLite's ``PRAGMA integrity_check`` verdict: ``"ok"`` or the problems found (one line)."""
+        """The database's whole-store check: SQLite's ``PRAGMA integrity_check`` verdict (``"ok"`` or the
+        problems found, one line); on PostgreSQL, whether every table can be read through."""
         self._check_open()
-        rows = self._db.read("checking integrity", lambda c: c.execute("PRAGMA integrity_check").fetchall())
-        return "; ".join(" ".join(str(r[0]).split()) for r in rows)
+        return self._db.integrity_check()

@@ -41,6 +41,9 @@ class RunRecord(_Record):
     n_samples: int
     n_failures: int
     manifest_ok: bool = True
+    run_uuid: str = ""
+    """The run's global id (a UUID), the same in every store it is copied to; "" in a store read at a schema
+    before migration 0004."""
 
 
 @dataclass(frozen=True, eq=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sqlite3
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,9 +21,11 @@ from typing import Any
 
 from gpumatch.errors import StoreError
 from gpumatch.store import readers
+from gpumatch.store.backend import Backend, Conn
 from gpumatch.store.buffer import SampleBuffer
 from gpumatch.store.codec import canonical_json, dumps_optional, manifest_sha256
-from gpumatch.store.connection import Mode, Opened, open_connection
+from gpumatch.store.connection import Mode, open_connection
+from gpumatch.store.db import Db
 from gpumatch.store.migrations import MIGRATIONS
 from gpumatch.store.reading import StoreReading
 from gpumatch.store.records import END_STATUSES, RunRecord
@@ -34,6 +36,10 @@ MAX_LOG_EXCERPT_CHARS = 64_000
 """Longer log excerpts keep their last this-many characters (the end of a log holds the error)."""
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+INSERT_MANIFEST_SQL = ("INSERT INTO manifests (manifest_sha256, manifest_json, created_at) VALUES (?, ?, ?) "
+                       "ON CONFLICT DO NOTHING")
+"""Manifests are stored once per hash; the same statement on SQLite (>= 3.24) and PostgreSQL."""
 
 
 def _now() -> str:
@@ -65,8 +71,9 @@ class Store(StoreReading):
     Opened with ``mode="read"`` it has the readers of :class:`StoreReading` only: every writer method
     raises StoreError, and nothing in the file changes."""
 
-    def __init__(self, opened: Opened, path: Path, busy_timeout_s: float, mode: Mode) -> None:
-        super().__init__(opened, path, busy_timeout_s, mode)
+    def __init__(self, db: Backend, schema: tuple[str, ...], journal_mode: str, mode: Mode,
+                 path: Path | str) -> None:
+        super().__init__(db, schema, journal_mode, mode, path)
         self._open_runs: set[int] = set()
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -85,7 +92,7 @@ class Store(StoreReading):
                 self.end_run(run_id, "interrupted", {"reason": reason or "store closed before end_run"})
         with self._db.lock:
             self._closed = True
-            self._db.conn.close()
+            self._db.close()
 
     def _check_writable(self) -> None:
         self._check_open()
@@ -95,26 +102,26 @@ class Store(StoreReading):
 
     # ---- writers ---------------------------------------------------------------------------------
     def begin_run(self, kind: str, name: str, manifest: dict[str, Any], config: dict[str, Any]) -> int:
-        """Start a run (status ``running``); stores ``manifest`` once per distinct SHA-256. Returns run_id."""
+        """Start a run (status ``running``); stores ``manifest`` once per distinct SHA-256. Returns run_id (the
+        store's own number); the run's global id, a random UUID, is ``run(run_id).run_uuid``."""
         self._check_writable()
+        run_uuid = str(uuid.uuid4())
         kind, name = _text(kind, "run kind"), _text(name, "run name")
         manifest_json = canonical_json(_mapping(manifest, "manifest"), "manifest")
         sha = manifest_sha256(manifest)
         config_json = canonical_json(_mapping(config, "config"), "config")
         writer_json = canonical_json(current_writer(), "writer")
 
-        def tx(c: sqlite3.Connection) -> int:
+        def tx(c: Conn) -> int:
             now = _now()
-            c.execute(
-                "INSERT OR IGNORE INTO manifests (manifest_sha256, manifest_json, created_at) VALUES (?, ?, ?)",
-                (sha, manifest_json, now),
-            )
-            cur = c.execute(
-                "INSERT INTO runs (kind, name, manifest_sha256, config_json, started_at, started_unix_s, writer_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (kind, name, sha, config_json, now, time.time(), writer_json),
-            )
-            return int(cur.lastrowid or 0)
+            c.execute(INSERT_MANIFEST_SQL, (sha, manifest_json, now))
+            args: tuple[Any, ...] = (kind, name, sha, config_json, now, time.time(), writer_json, run_uuid)
+            cols = "kind, name, manifest_sha256, config_json, started_at, started_unix_s, writer_json, run_uuid"
+            if readers.UUID_MIGRATION not in self.schema:  # a store kept at an older schema (tests of migrations)
+                args, cols = args[:-1], cols.rsplit(",", 1)[0]
+            marks = ", ".join("?" * len(args))
+            cur = c.execute(f"INSERT INTO runs ({cols}) VALUES ({marks}) RETURNING run_id", args)
+            return int(cur.fetchone()[0])
 
         run_id = self._db.write("beginning a run", tx)
         self._open_runs.add(run_id)
@@ -157,8 +164,8 @@ class Store(StoreReading):
         args = (run_id, metric, float(value), unit, dumps_optional(config, "config"),
                 dumps_optional(extra, "extra"), _now())
         sql = ("INSERT INTO results (run_id, metric, value, unit, config_json, extra_json, created_at) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?)")
-        return self._db.write(f"adding result {metric!r}", lambda c: int(c.execute(sql, args).lastrowid or 0))
+               "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING result_id")
+        return self._db.write(f"adding result {metric!r}", lambda c: int(c.execute(sql, args).fetchone()[0]))
 
     def add_failure(
         self,
@@ -177,20 +184,20 @@ class Store(StoreReading):
         manifest_json = None if manifest is None else canonical_json(_mapping(manifest, "manifest"), "manifest")
         sha = None if manifest is None else manifest_sha256(manifest)
 
-        def tx(c: sqlite3.Connection) -> int:
+        def tx(c: Conn) -> int:
             now = _now()
             env = sha
             if manifest_json is not None:
-                c.execute("INSERT OR IGNORE INTO manifests VALUES (?, ?, ?)", (sha, manifest_json, now))
+                c.execute(INSERT_MANIFEST_SQL, (sha, manifest_json, now))
             elif run_id is not None:
                 row = c.execute("SELECT manifest_sha256 FROM runs WHERE run_id = ?", (run_id,)).fetchone()
                 env = None if row is None else row[0]
             cur = c.execute(
                 "INSERT INTO failures (run_id, config_json, error_class, message, log_excerpt, manifest_sha256, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING failure_id",
                 (run_id, config_json, error_class, str(message), _excerpt(str(log_excerpt)), env, now),
             )
-            return int(cur.lastrowid or 0)
+            return int(cur.fetchone()[0])
 
         return self._db.write("adding a failure", tx)
 
@@ -200,8 +207,9 @@ class Store(StoreReading):
         """Append a discrete event (Xid, window-edge counters...) at ``t_s`` seconds. Returns event_id."""
         self._check_writable()
         args = (run_id, float(t_s), gpu_index, _text(kind, "event kind"), canonical_json(data, "event data"), _now())
-        sql = "INSERT INTO events (run_id, t_s, gpu_index, kind, data_json, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-        return self._db.write("adding an event", lambda c: int(c.execute(sql, args).lastrowid or 0))
+        sql = ("INSERT INTO events (run_id, t_s, gpu_index, kind, data_json, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+               "RETURNING event_id")
+        return self._db.write("adding an event", lambda c: int(c.execute(sql, args).fetchone()[0]))
 
     def end_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
         """Close a running run as ``completed``, ``failed`` or ``interrupted`` (once; later closes fail)."""
@@ -211,7 +219,7 @@ class Store(StoreReading):
                              hint="end a run as completed, failed or interrupted")
         summary_json = dumps_optional(summary, "summary")
 
-        def tx(c: sqlite3.Connection) -> None:
+        def tx(c: Conn) -> None:
             cur = c.execute(
                 "UPDATE runs SET status = ?, ended_at = ?, summary_json = ? WHERE run_id = ? AND status = 'running'",
                 (status, _now(), summary_json, run_id),
@@ -239,13 +247,16 @@ class Store(StoreReading):
             run_ids = cand if isinstance(cand, list) and all(type(r) is int for r in cand) else []
         ids = sorted(set(run_ids))
 
-        def tx(c: sqlite3.Connection) -> int:
+        def tx(c: Conn) -> int:
             cur = c.execute(
-                "INSERT INTO calibrations (name, values_json, provenance_json, created_at) VALUES (?, ?, ?, ?)",
+                "INSERT INTO calibrations (name, values_json, provenance_json, created_at) VALUES (?, ?, ?, ?) "
+                "RETURNING calibration_id",
                 (name, values_json, prov_json, _now()),
             )
-            cid = int(cur.lastrowid or 0)
-            c.executemany("INSERT INTO calibration_runs VALUES (?, ?)", [(cid, r) for r in ids])
+            cid = int(cur.fetchone()[0])
+            if ids:
+                c.executemany("INSERT INTO calibration_runs (calibration_id, run_id) VALUES (?, ?)",
+                              [(cid, r) for r in ids])
             return cid
 
         return self._db.write(f"adding calibration {name!r}", tx)
@@ -276,11 +287,24 @@ def open_store(
 
     ``mode="write"`` creates, checks (``quick_check``) and migrates the file; ``mode="read"`` changes nothing
     and refuses a missing, empty, foreign, newer or too-old file (see :mod:`gpumatch.store.connection`).
-    ``migrations`` is for tests only."""
+    A ``postgresql://`` URL (the team's store; needs the ``postgres`` extra) opens that database instead,
+    with the same checks and guarantees (see :mod:`gpumatch.store.pg`).
+    ``migrations`` is for tests only (SQLite: ``(name, sql)``; PostgreSQL: its own list, see pg_schema)."""
     if path is None:
         from gpumatch.settings import load_settings
 
-        path = load_settings().store_path
+        path = load_settings().store_url
     text = str(path)
+    if is_pg_url(text):
+        from gpumatch.store.pg import open_pg
+
+        db, schema = open_pg(text, mode, busy_timeout_s, None if migrations is MIGRATIONS else migrations)
+        return Store(db, schema, "postgresql", mode, db.where)
     p = Path(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text).expanduser()
-    return Store(open_connection(p, mode, busy_timeout_s, migrations), p, busy_timeout_s, mode)
+    opened = open_connection(p, mode, busy_timeout_s, migrations)
+    return Store(Db(opened.conn, p, busy_timeout_s), opened.schema, opened.journal_mode, mode, p)
+
+
+def is_pg_url(text: str) -> bool:
+    """Whether ``text`` names a PostgreSQL store (``postgresql://`` or ``postgres://``)."""
+    return text.startswith(("postgresql://", "postgres://"))

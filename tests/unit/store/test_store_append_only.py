@@ -98,5 +98,6 @@ def test_foreign_keys_and_checks_enforced(filled: tuple[sqlite3.Connection, int,
     with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
         raw.execute(
             "INSERT INTO runs (kind, name, manifest_sha256, config_json, status, started_at, started_unix_s, "
-            "writer_json) SELECT 'b', 'n', manifest_sha256, '{}', 'paused', 'now', 0, '{}' FROM manifests"
+            "writer_json, run_uuid) SELECT 'b', 'n', manifest_sha256, '{}', 'paused', 'now', 0, '{}', 'u-1' "
+            "FROM manifests"
         )

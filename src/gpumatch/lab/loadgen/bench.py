@@ -81,7 +81,7 @@ class ServeRequest:
     gpu: str | None = None
     engine: str = "vllm"
     api_key: str | None = None
-    store: Path | None = None
+    store: Path | str | None = None
     use_store: bool = True
 
 
@@ -134,7 +134,7 @@ class ServeRun:
     """The recorded run: its store id, manifest, each level, the search's answer and how it ended."""
 
     run_id: int | None
-    store_path: Path | None
+    store_path: Path | str | None
     status: str
     manifest: dict[str, Any]
     config: dict[str, Any]

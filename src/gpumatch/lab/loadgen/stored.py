@@ -12,7 +12,7 @@ from typing import Any
 from gpumatch.errors import InputError
 
 
-def load_serve_run(store: Path | None, run_id: int, raw: bool = False) -> dict[str, Any]:
+def load_serve_run(store: Path | str | None, run_id: int, raw: bool = False) -> dict[str, Any]:
     """``{"run", "manifest", "config", "levels", "failures"}``; each level with ``requests`` when ``raw``."""
     from gpumatch.store import open_existing_store
 

@@ -1,0 +1,74 @@
+"""The field's serving-benchmark names and gpumatch's SI result names, mapped once.
+
+vLLM's ``vllm bench serve --save-result`` JSON (``benchmarks/benchmark_serving.py`` / ``vllm/benchmarks/serve.py``)
+names a latency statistic ``<stat>_<metric>_ms``: ``mean_ttft_ms``, ``median_tpot_ms``, ``p99_itl_ms``,
+``std_e2el_ms``... in milliseconds, and throughputs per second. gpumatch stores results in SI units with the unit in
+the name: ``<metric>_<stat>_s`` in seconds, ``median`` written ``p50``. gpumatch's own ``bench serve`` JSON uses
+vLLM's keys (so existing tools read it); both land in the store under the names below, so an imported vLLM file and
+a gpumatch run compare metric by metric.
+
+What each vLLM metric is (benchmark-method.md section 1): TTFT = first streamed chunk minus send time; TPOT =
+(E2E - TTFT) / (output tokens - 1) per request, then averaged over requests; ITL = every gap between chunks, pooled
+over requests; E2EL = last chunk minus send time.
+"""
+
+from __future__ import annotations
+
+import re
+
+LATENCY_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}
+"""vLLM's latency metric names and gpumatch's (``e2el`` -> ``e2e``)."""
+
+_LATENCY_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+
+SCALAR_KEYS: dict[str, tuple[str, str, float]] = {
+    # vLLM key: (gpumatch result name, SI unit, factor to SI)
+    "duration": ("duration_s", "s", 1.0),
+    "completed": ("completed_requests", "1", 1.0),
+    "failed": ("failed_requests", "1", 1.0),
+    "total_input_tokens": ("input_tokens", "token", 1.0),
+    "total_output_tokens": ("output_tokens", "token", 1.0),
+    "request_throughput": ("request_throughput_per_s", "1/s", 1.0),
+    "request_goodput": ("goodput_requests_per_s", "1/s", 1.0),
+    "output_throughput": ("output_tokens_per_s", "token/s", 1.0),
+    "total_token_throughput": ("total_tokens_per_s", "token/s", 1.0),
+    "max_output_tokens_per_s": ("peak_output_tokens_per_s", "token/s", 1.0),
+    "max_concurrent_requests": ("peak_concurrent_requests", "1", 1.0),
+}
+"""vLLM's summary keys that are not latency statistics, with gpumatch's name, unit and conversion factor."""
+
+
+def si_name(vllm_key: str) -> tuple[str, str, float] | None:
+    """gpumatch's (name, unit, factor) for one vLLM save-result key, None for a key that is not a metric.
+
+    >>> si_name("mean_ttft_ms")
+    ('ttft_mean_s', 's', 0.001)
+    >>> si_name("median_e2el_ms")
+    ('e2e_p50_s', 's', 0.001)
+    >>> si_name("p99.9_itl_ms")
+    ('itl_p99_9_s', 's', 0.001)
+    """
+    if vllm_key in SCALAR_KEYS:
+        return SCALAR_KEYS[vllm_key]
+    m = _LATENCY_KEY.match(vllm_key)
+    if m is None:
+        return None
+    stat = "p50" if m.group(1) == "median" else m.group(1).replace(".", "_")
+    return f"{LATENCY_METRICS[m.group(2)]}_{stat}_s", "s", 1e-3
+
+
+def vllm_key(si: str) -> str | None:
+    """The vLLM save-result key of a gpumatch result name (the inverse of :func:`si_name`), or None.
+
+    >>> vllm_key("tpot_p99_s")
+    'p99_tpot_ms'
+    """
+    for key, (name, _, _) in SCALAR_KEYS.items():
+        if name == si:
+            return key
+    m = re.match(r"^(ttft|tpot|itl|e2e)_(mean|std|p\d+(?:_\d+)?)_s$", si)
+    if m is None:
+        return None
+    metric = "e2el" if m.group(1) == "e2e" else m.group(1)
+    stat = "median" if m.group(2) == "p50" else m.group(2).replace("_", ".")
+    return f"{stat}_{metric}_ms"

@@ -1,0 +1,114 @@
+"""Other tools' result files in and gpumatch runs out: the field's formats (docs/store.md, "Formats").
+
+Import (``gpumatch runs import FILE [--format ...]``): a file from ``vllm bench serve --save-result``
+(:mod:`.vllm`) or nccl-tests ``-J`` (:mod:`.nccl_tests`) becomes one run of kind ``bench`` in the store, its
+values converted to gpumatch's SI result names (each result's ``extra`` keeps the source key, value and unit), its
+source recorded in the manifest (``source.format``, ``source.tool``, ``source.file``, ``source.sha256``), and the
+per-request or per-size raw data kept as an event. The run's global id is derived from the file's SHA-256, so
+importing a file twice (or into two stores that are merged later) gives one run. Export: :mod:`.export`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from gpumatch.errors import InputError
+from gpumatch.files import parse_json_object, read_bytes
+
+FORMATS = ("vllm", "nccl-tests")
+"""Formats ``gpumatch runs import`` reads (``--format``); detected from the content when not given."""
+
+MAX_IMPORT_BYTES = 200_000_000
+"""A result file larger than this is refused (a vLLM file with per-request arrays for 100k requests is ~30 MB)."""
+
+_IMPORT_NAMESPACE = uuid.UUID("b8a7d0c2-3f0e-5b1c-8d4e-696d706f7274")
+
+
+@dataclass(frozen=True)
+class ImportedResult:
+    """One value in SI units under gpumatch's name; ``extra`` keeps the source's key, value and unit."""
+
+    metric: str
+    value: float
+    unit: str
+    config: dict[str, Any]
+    extra: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    """A run read from another tool's file, ready to store (:func:`gpumatch.store.imports.import_file`)."""
+
+    name: str
+    manifest: dict[str, Any]
+    config: dict[str, Any]
+    results: list[ImportedResult]
+    started_at: datetime
+    duration_s: float | None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    kind: str = "bench"
+
+    @property
+    def ended_at(self) -> datetime:
+        return self.started_at + timedelta(seconds=self.duration_s or 0.0)
+
+
+def run_uuid_for(sha256: str) -> str:
+    """The global id of the run imported from the file with this SHA-256 (UUIDv5, RFC 9562 section 5.5)."""
+    return str(uuid.uuid5(_IMPORT_NAMESPACE, sha256))
+
+
+def detect(data: dict[str, Any]) -> str | None:
+    """The format of a parsed JSON object: ``vllm`` (``mean_ttft_ms`` with ``request_throughput``),
+    ``nccl-tests`` (a ``results`` list of rows with ``size`` and ``out_of_place``/``in_place``), or None."""
+    if "request_throughput" in data and any(k.endswith("_ttft_ms") for k in data):
+        return "vllm"
+    rows = data.get("results")
+    if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "size" in rows[0] and (
+            "out_of_place" in rows[0] or "in_place" in rows[0]):
+        return "nccl-tests"
+    return None
+
+
+def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
+    """Parse ``path`` (``fmt`` or detected) into an :class:`ImportedRun`; also returns the file's SHA-256."""
+    raw = read_bytes(path, str(path), MAX_IMPORT_BYTES)
+    data = parse_json_object(raw.decode("utf-8", errors="replace"), str(path))
+    found = fmt or detect(data)
+    if found is None:
+        raise InputError(f"{path}: not a result file gpumatch can import (no vLLM save-result or nccl-tests -J keys)",
+                         f"give --format ({', '.join(FORMATS)}) if it is one of them")
+    if found not in FORMATS:
+        raise InputError(f"unknown import format {found!r}", f"use one of: {', '.join(FORMATS)}")
+    sha = hashlib.sha256(raw).hexdigest()
+    source = {"format": found, "file": path.name, "sha256": sha, "bytes": len(raw)}
+    if found == "vllm":
+        from gpumatch.store.formats.vllm import parse_vllm
+
+        return parse_vllm(data, source), sha
+    from gpumatch.store.formats.nccl_tests import parse_nccl_tests
+
+    return parse_nccl_tests(data, source), sha
+
+
+def utc(text: str | None, fmts: tuple[str, ...]) -> datetime | None:
+    """A time string in one of ``fmts`` (no zone: taken as UTC, said so in the docs), or None."""
+    for f in fmts:
+        try:
+            return datetime.strptime(str(text), f).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+def number(value: Any) -> float | None:
+    """A finite float from a JSON number (not a bool; nccl-tests writes NaN as the string ``"nan"``), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    v = float(value)
+    return v if v == v and v not in (float("inf"), float("-inf")) else None
