@@ -22,6 +22,7 @@ _PREC = typer.Option([], "--precision", help="GEMM precisions (repeat; default a
 _DB = typer.Option([], "--decode-batch", help="Also decode at this batch (repeat).")
 _CASE = typer.Option([], "--case", help="Run only this case of the suite (repeat).")
 _OUT = typer.Option(..., "--out", help="JSON file to write.")
+_FILE = typer.Argument(..., help="A JSON file 'gpumatch bench export' wrote.")
 
 _RUN_HELP = (
     "Run a suite (quick: at most 3 min on an H200; standard: 15 min; soak: --duration after thermal steady "
@@ -109,3 +110,15 @@ def export_cmd(run_id: int = typer.Argument(..., help="Run id."),
 
     path = export_run(store, run_id, out, force)
     sys.stderr.write(f"gpumatch: run {run_id} written to {path}\n")
+
+
+@app.command("import", help="Read a 'bench export' JSON file into the results store as a new bench run (so "
+             "'bench show', 'bench compare' and 'gpumatch calibrate' see it). "
+             "Example: gpumatch bench import h200-quick.json --store results.sqlite")
+def import_cmd(file: Path = _FILE,
+               store: Path | None = StoreOption) -> None:
+    from gpumatch.lab.imports import import_run
+
+    run_id = import_run(file, store)
+    sys.stderr.write(f"gpumatch: {file} imported as bench run {run_id}\n")
+    emit(str(run_id))
