@@ -88,7 +88,7 @@ def _root(
 
 def _register() -> None:
     # --- command registry: one line per verb module (keep sorted) ---
-    from gpumatch.cli import bench, calibrate, doctor, estimate, gpus, models, monitor, plan, runs, workload
+    from gpumatch.cli import bench, calibrate, doctor, estimate, gpus, models, monitor, plan, report, runs, workload
 
     app.add_typer(bench.app, name="bench")
     app.command("calibrate", help=calibrate.HELP)(calibrate.calibrate_cmd)
@@ -98,7 +98,7 @@ def _register() -> None:
     app.add_typer(models.app, name="models")
     app.command("monitor", help=monitor.HELP, context_settings=monitor.CONTEXT)(monitor.monitor)
     app.command("plan", help=plan.HELP)(plan.plan_cmd)
-    #REPORT
+    app.command("report", help=report.HELP)(report.report_cmd)
     app.add_typer(runs.app, name="runs")
     app.add_typer(workload.app, name="workload")
     # --- end of registry ---
