@@ -74,7 +74,25 @@ def plan_section(query: ReportQuery) -> dict[str, Any]:
             seen.add(e["gpu"])
             picks.append(pick_section(model, role, d["roles"].get(role, role), e, d["request"]))
     d["picks"] = picks
+    d["rejected_groups"] = rejected_groups(d.get("rejected") or [])
     return d
+
+
+def rejected_groups(rejected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The failed configurations by rule: the cards (with the GPU counts tried), one reason as an example, and
+    the number of configurations."""
+    groups: dict[str, dict[str, Any]] = {}
+    for r in rejected:
+        g = groups.setdefault(r["rule_title"], {"rule": r["rule_title"], "cards": {}, "example": r["reason"],
+                                                "configurations": 0})
+        g["cards"].setdefault(r["gpu"], []).append(r["count"])
+        g["configurations"] += int(r.get("configurations") or 0)
+    out = []
+    for g in groups.values():
+        cards = "; ".join(f"{gpu} ({', '.join(str(c) for c in sorted(set(cs)))} GPUs)"
+                          for gpu, cs in g["cards"].items())
+        out.append({**g, "cards": cards})
+    return sorted(out, key=lambda g: -g["configurations"])
 
 
 def pick_section(model: str, role: str, role_title: str, entry: dict[str, Any],
@@ -93,9 +111,14 @@ def pick_section(model: str, role: str, role_title: str, entry: dict[str, Any],
     curve = memory_curve(model, spec.name, count=count, batches=(1, 2, 4, 8, 16, 32, 64, 128), seqs=seqs,
                          **curve_opts)
     capacity = float(entry["estimate"]["capacity_bytes"])
+    per_replica = int(opts.get("in_flight") or opts.get("batch") or 1)
+    length = int((opts.get("seq") if train else opts.get("prompt")) or 0)
+    here = {"batch": min(per_replica, int(opts.get("batch") or per_replica)), "seq": length,
+            "total_bytes": float(entry["estimate"]["total_bytes"])} if length else None
     return {"role": role, "role_title": role_title, "entry": entry, "gpu": spec.name, "count": count,
             "roofline": operator_points(model, spec.name, count=count, **opts),
-            "memory_curve": curve, "capacity_bytes": capacity, "x_label": "sequence" if train else "prompt",
+            "memory_curve": curve, "capacity_bytes": capacity, "here": here,
+            "x_label": "sequence" if train else "prompt",
             "procurement": procurement_checks(spec, count, entry, request)}
 
 
@@ -103,20 +126,22 @@ def procurement_checks(spec: Any, count: int, entry: dict[str, Any], request: di
     """What to re-check before ordering (seed: 正式采购前重新核对当期规格、供货、保修、服务器兼容列表和机房条件):
     the current specification, supply, warranty, the server vendor's compatibility list, power and cooling."""
     gpu_w = count * float(spec.tdp_w)
+    link = f", {spec.scale_up}" if spec.scale_up not in ("", "none") else ", no scale-up link"
     budget = request.get("w_per_node")
     power = f"{count} × {spec.tdp_w:.0f} W = {gpu_w:,.0f} W of GPU power"
     power += f" against the {budget:,.0f} W per node given" if budget else " (no power limit given)"
     return [
         f"Specification: the vendor's current datasheet still says {spec.memory_bytes / 1e9:.0f} GB, "
-        f"{spec.tdp_w:.0f} W, {spec.form_factor}, {spec.scale_up} (revisions change memory, clocks and TDP)",
+        f"{spec.tdp_w:.0f} W, {spec.form_factor}{link} (revisions change memory, clocks and TDP)",
         f"Supply: lead time and allocation of {count} × {spec.name} from two vendors; the price assumed here: "
         f"{entry.get('price_text') or entry.get('cost') or 'none'}",
-        f"Warranty: term, RMA turnaround and whether a {spec.form_factor} card in this server keeps it "
-        "(consumer cards in servers often do not)",
+        f"Warranty: term, RMA turnaround, and whether the card keeps it in this server ({spec.form_factor}; "
+        "workstation and consumer cards in servers often do not)",
         f"Compatibility: the server model is on the vendor's qualified list for {count} × {spec.name} "
-        f"(PCIe Gen{spec.pcie_gen} x{spec.pcie_lanes}, {spec.scale_up}), with the BIOS and driver it names",
-        f"Power and cooling: {power}; the chassis's PSU rating with headroom and its {spec.cooling} cooling at "
-        f"{request.get('cooling') or 'the site'}'s inlet temperature; the room's rack power and cooling",
+        f"(PCIe Gen{spec.pcie_gen} x{spec.pcie_lanes}{link}), with the BIOS and driver it names",
+        f"Power and cooling: {power}; the chassis's PSU rating with headroom; card cooling {spec.cooling}, site "
+        f"cooling {request.get('cooling') or 'not given'}: the chassis's airflow at the room's inlet temperature, "
+        "the rack's power and cooling",
     ]
 
 

@@ -66,7 +66,6 @@ def roofline(r: dict[str, Any]) -> str:
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
         ax.set_ylabel("TFLOP/s per GPU")
-        ax.set_title(f"Roofline of {r['gpu']} with the workload's operators")
         ax.legend(loc="lower right")
         return _svg(fig)
 
@@ -81,16 +80,36 @@ def memory_growth(pick: dict[str, Any]) -> str:
             ax.plot([r["seq"] for r in mine], [r["total_bytes"] / GIB for r in mine], marker="o", ms=3,
                     color=PALETTE[i % len(PALETTE)], label=f"batch {b}")
         ax.axhline(cap / GIB, color="#d62728", lw=2, ls="--", label=f"capacity {cap / GIB:.0f} GiB")
+        here = pick.get("here")
+        if here:
+            ax.scatter([here["seq"]], [here["total_bytes"] / GIB], marker="*", s=220, color="#111", zorder=4,
+                       label=f"this workload ({here['batch']} seq × {here['seq']})")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        _plain_ticks(ax)
         ax.set_xlabel(f"{pick['x_label']} length (tokens)")
         ax.set_ylabel("memory per GPU (GiB)")
-        ax.set_title(f"Memory per GPU on {pick['gpu']}")
+        top = max(r["total_bytes"] for r in rows) / GIB
+        if top > 3 * cap / GIB:
+            ax.set_ylim(top=3 * cap / GIB)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
         return _svg(fig)
 
 
-def telemetry(series: dict[str, Any], title: str) -> str:
+def _plain_ticks(ax: Any) -> None:
+    """Log axes labelled with plain numbers (512, 2k, 32k; 20, 50, 100) instead of powers."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    def short(v: float, _pos: int) -> str:
+        return f"{v / 1024:g}k" if v >= 1024 else f"{v:g}"
+
+    ax.xaxis.set_major_formatter(FuncFormatter(short))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def telemetry(series: dict[str, Any]) -> str:
     """Power, SM clock and temperature over time, throttle periods shaded by reason."""
     t = series["t_s"]
     panels = (("power_w", "power (W)"), ("sm_clock_mhz", "SM clock (MHz)"), ("gpu_temp_c", "GPU temp (°C)"))
@@ -109,11 +128,10 @@ def telemetry(series: dict[str, Any], title: str) -> str:
             axes[0].legend(handles=shown, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=len(shown),
                            title="shaded: throttled by", title_fontsize=9, alignment="left")
         axes[-1].set_xlabel("time since the first sample (s)")
-        fig.suptitle(title, fontweight="bold")
         return _svg(fig)
 
 
-def predicted_vs_measured(rows: list[dict[str, Any]], title: str) -> str:
+def predicted_vs_measured(rows: list[dict[str, Any]]) -> str:
     """Measured against predicted (or datasheet) per result, normalised: the ratio measured / predicted by case."""
     pts = sorted(rows, key=lambda r: r["ratio"])
     with _figure(7.2, max(3.0, 0.22 * len(pts) + 1.2)) as (fig, ax):
@@ -124,7 +142,6 @@ def predicted_vs_measured(rows: list[dict[str, Any]], title: str) -> str:
         ax.axvline(1.0, color="#333", lw=1)
         ax.set_yticks(ys, [_short(r) for r in pts], fontsize=8)
         ax.set_xlabel("measured / predicted (band: ±10%)")
-        fig.suptitle(title, fontweight="bold")
         ax.grid(axis="y", alpha=0.15)
         return _svg(fig)
 
@@ -136,12 +153,12 @@ def _short(r: dict[str, Any]) -> str:
     return key if len(key) <= 58 else key[:55] + "..."
 
 
-def load_curve(ladder: list[dict[str, Any]], title: str) -> str:
+def load_curve(ladder: list[dict[str, Any]]) -> str:
     """Decode throughput and energy per token over batch, per context and variant."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in ladder:
         groups.setdefault(f"{r['variant']} ctx {r['context']}", []).append(r)
-    with _figure(7.2, 4.2) as (fig, ax):
+    with _figure(7.2, 5.0) as (fig, ax):
         ax2 = ax.twinx()
         for i, (name, rs) in enumerate(sorted(groups.items())):
             c = PALETTE[i % len(PALETTE)]
@@ -159,14 +176,16 @@ def load_curve(ladder: list[dict[str, Any]], title: str) -> str:
         ax2.set_ylabel("J per token (dashed)")
         ax2.grid(False)
         ax2.spines["right"].set_visible(True)
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = ax2.get_legend_handles_labels()
-        ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", ncol=2)
-        ax.set_title(title)
+        ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
         return _svg(fig)
 
 
-def scaling_ladder(rows: list[dict[str, Any]], title: str) -> str:
+def scaling_ladder(rows: list[dict[str, Any]]) -> str:
     """A scaling metric over GPU count (results whose config has ``gpus`` or ``count``)."""
     pts = sorted((r["config"].get("gpus") or r["config"].get("count") or 1, r["measured"]) for r in rows)
     with _figure() as (fig, ax):
@@ -174,5 +193,4 @@ def scaling_ladder(rows: list[dict[str, Any]], title: str) -> str:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("GPUs")
         ax.set_ylabel(rows[0]["metric"])
-        ax.set_title(title)
         return _svg(fig)

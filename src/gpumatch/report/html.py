@@ -16,7 +16,6 @@ from gpumatch.report.bench import config_text, value_text
 
 MAX_BYTES = 5_000_000
 """The page must stay under 5 MB (issue 15)."""
-MAX_REJECTED_ROWS = 60
 
 CSS = """
 :root { --ink:#1d2430; --muted:#5b6575; --line:#d9dee7; --band:#f5f7fa; --accent:#1f5fbf; --ok:#1e7b34; --bad:#b3261e; }
@@ -40,6 +39,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .good { color: var(--ok); font-weight: 600; } .bad { color: var(--bad); font-weight: 600; }
 figure.plot { margin: 14px 0 22px; padding: 10px; border: 1px solid var(--line); border-radius: 6px; }
 figure.plot svg { width: 100%; height: auto; display: block; }
+figure.plot h4 { margin: 2px 0 6px; font-size: 16px; }
 figcaption { color: var(--muted); font-size: 13px; margin-top: 6px; }
 section.pick { border-left: 4px solid var(--accent); padding-left: 16px; margin-top: 28px; }
 ol.checks li, ul.exp li { margin: 4px 0; }
@@ -73,8 +73,9 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str | Cel
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def figure(svg: str, caption: str, fig_id: str) -> str:
-    return f'<figure class="plot" id="{_e(fig_id)}">{svg}<figcaption>{_e(caption)}</figcaption></figure>'
+def figure(svg: str, caption: str, fig_id: str, title: str = "") -> str:
+    head = f"<h4>{_e(title)}</h4>" if title else ""
+    return f'<figure class="plot" id="{_e(fig_id)}">{head}{svg}<figcaption>{_e(caption)}</figcaption></figure>'
 
 
 def _plan_header(p: dict[str, Any]) -> str:
@@ -105,11 +106,11 @@ def _shortlist(p: dict[str, Any]) -> str:
 
 
 def _rejected(p: dict[str, Any]) -> str:
-    rows = p.get("rejected") or []
-    shown = rows[:MAX_REJECTED_ROWS]
-    more = f'<p class="muted">{len(rows) - len(shown)} more in the JSON output.</p>' if len(rows) > len(shown) else ""
-    return table(shown, [("card", "gpu"), ("GPUs", "count"), ("rule", "rule_title"), ("reason", "reason"),
-                         ("configurations", "configurations")], numeric=("GPUs", "configurations")) + more
+    rows = p.get("rejected_groups") or []
+    return (table(rows, [("rule", "rule"), ("cards (GPU counts tried)", "cards"), ("for example", "example"),
+                         ("configurations", "configurations")], numeric=("configurations",)) +
+            '<p class="muted">Every failed configuration with its reason: <code>gpumatch plan ... --format json'
+            "</code> (<code>rejected</code>).</p>")
 
 
 def _pick(i: int, k: dict[str, Any]) -> str:
@@ -119,9 +120,10 @@ def _pick(i: int, k: dict[str, Any]) -> str:
     checks = "".join(f"<li>{_e(x)}</li>" for x in k["procurement"])
     roof = figure(figures.roofline(k["roofline"]), "Each operator class of one layer per GPU at its arithmetic "
                   "intensity and the rate the estimator expects it to reach; left of the ridge it is memory-bound.",
-                  f"roofline-{i}")
+                  f"roofline-{i}", f"Roofline of {k['gpu']} with the workload's operators")
     mem = figure(figures.memory_growth(k), "Memory per GPU (weights, KV cache, activations) as the batch and the "
-                 "sequence grow step by step; above the dashed capacity line it does not fit.", f"memory-{i}")
+                 "sequence grow step by step; above the dashed capacity line it does not fit.", f"memory-{i}",
+                 f"Memory growth on {k['gpu']}")
     return (f'<section class="pick" id="pick-{i}"><h3>{_e(head)}</h3><p>{_e(e.get("why"))}</p>'
             f'<p class="muted">{_e(e.get("cost"))}; {_e(e.get("flip") or "")}</p>{roof}{mem}'
             f"<h4>Experiment plan</h4><ul class=\"exp\">{exp}</ul>"
@@ -139,11 +141,22 @@ def plan_html(p: dict[str, Any], plain: str) -> str:
 
 
 def _ratio(r: dict[str, Any]) -> str:
+    """measured / predicted, coloured by the ±10% band; measured / datasheet (a share of peak) plain."""
     x = r.get("ratio")
     if x is None:
         return "-"
+    if r.get("predicted") is None:
+        return f"{x:.3f} of peak"
     cls = "good" if 0.9 <= x <= 1.1 else "bad"
     return f'<span class="{cls}">{x:.3f}</span>'
+
+
+def _predicted(r: dict[str, Any]) -> str:
+    if r.get("predicted") is not None:
+        return _e(value_text(r["predicted"], r["unit"]))
+    if r.get("datasheet") is not None:
+        return _e(value_text(r["datasheet"], r["unit"])) + " (ds)"
+    return "-"
 
 
 def _burst(series: dict[str, Any]) -> str:
@@ -175,24 +188,26 @@ def run_html(r: dict[str, Any]) -> str:
              table(facts, [("field", "k"), ("value", "v")])]
     predicted = [x for x in r["compared"] if x.get("predicted") is not None]
     if predicted:
-        parts.append(figure(figures.predicted_vs_measured(predicted, f"Run {rid}: measured / predicted"),
+        parts.append(figure(figures.predicted_vs_measured(predicted),
                             "Ratio of the measured value to gpumatch's estimate of the same configuration on this "
                             "card, per case (green: within ±10%). GEMM and copy rates are read against the "
-                            "datasheet in the table below.", f"pvm-{rid}"))
+                            "datasheet in the table below.", f"pvm-{rid}", f"Run {rid}: measured / predicted"))
     if r["telemetry"]:
-        parts.append(figure(figures.telemetry(r["telemetry"], f"Run {rid}: power, SM clock and temperature"),
-                            "Shaded: samples with a throttle reason set. " + _burst(r["telemetry"]), f"tel-{rid}"))
+        parts.append(figure(figures.telemetry(r["telemetry"]),
+                            "Shaded: samples with a throttle reason set. " + _burst(r["telemetry"]), f"tel-{rid}",
+                            f"Run {rid}: power, SM clock and temperature"))
     if any(x.get("decode_tokens_per_s") for x in r["ladder"]):
-        parts.append(figure(figures.load_curve(r["ladder"], f"Run {rid}: decode throughput and energy over load"),
+        parts.append(figure(figures.load_curve(r["ladder"]),
                             "Throughput rises with the batch while energy per token falls, until the step becomes "
-                            "compute-bound.", f"load-{rid}"))
+                            "compute-bound.", f"load-{rid}", f"Run {rid}: decode throughput and energy over load"))
     if r["scaling"]:
-        parts.append(figure(figures.scaling_ladder(r["scaling"], f"Run {rid}: scaling ladder"), "", f"scale-{rid}"))
-    parts.append("<h3>Results</h3>" + table(r["results"], [
+        parts.append(figure(figures.scaling_ladder(r["scaling"]), "", f"scale-{rid}", f"Run {rid}: scaling ladder"))
+    parts.append(f"<details><summary>All {len(r['results'])} results (measured, predicted or datasheet, ratio)"
+                 "</summary>" + table(r["results"], [
         ("case", "case"), ("metric", "metric"), ("configuration", lambda x: _e(config_text(x.get("config")))),
         ("measured", lambda x: _e(value_text(x["measured"], x["unit"]))),
-        ("predicted", lambda x: _e(value_text(x.get("predicted") or x.get("datasheet"), x["unit"]))),
-        ("ratio", _ratio)], numeric=("measured", "predicted", "ratio")))
+        ("predicted / datasheet", _predicted),
+        ("ratio", _ratio)], numeric=("measured", "predicted / datasheet", "ratio")) + "</details>")
     if r["failures"]:
         parts.append("<h3>Failed configurations</h3>" + table(r["failures"], [
             ("case", "case"), ("class", "error_class"), ("message", "message")]))
