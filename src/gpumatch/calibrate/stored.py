@@ -367,14 +367,14 @@ class Found:
 
 
 def newest(store: Path | None, card: str) -> Found | None:
-    """The newest calibration stored for catalog card ``card``, or None: no store yet (the default one not
-    created), or none for that card. A record whose ``fitted_on`` is another card is refused (StoreError)."""
+    """The newest calibration stored for catalog card ``card``, or None: no store file (yet), or none for that
+    card. A record whose ``fitted_on`` is another card is refused (StoreError)."""
     from gpumatch.errors import StoreError
     from gpumatch.store import open_existing_store
     from gpumatch.store.locate import locate_store
 
-    path, named = locate_store(store)
-    if not path.exists() and not named:
+    path, _ = locate_store(store)
+    if not path.exists():
         return None
     with open_existing_store(path) as st:
         rec = st.latest_calibration(NAME_PREFIX + card)

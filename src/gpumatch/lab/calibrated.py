@@ -7,8 +7,9 @@ card (:func:`gpumatch.calibrate.stored.newest`) and pass it as a value; the esti
 
 Rules:
 
-- ``--calibration FILE`` wins; with ``--no-calibration`` the shipped defaults apply; a store that does not exist
-  yet (a fresh machine, no GPU anywhere) means the defaults, silently: planning needs no store.
+- ``--calibration FILE`` wins; with ``--no-calibration`` the shipped defaults apply; a store file that does not
+  exist (a fresh machine, no GPU anywhere) means the defaults, silently: planning needs no store; a store that
+  cannot be read means the defaults with a note.
 - A calibration applies to the card model it was fitted on only. ``estimate`` with several ``--gpu`` estimates
   each card under its own. A ``plan`` ranks every card under one Calibration, so a stored one applies only when the
   plan is limited (``--gpu``) to the one card it was fitted on; otherwise a note says which stored calibrations
@@ -97,8 +98,8 @@ def _unapplied(store: Path | None, allowed: list[str]) -> tuple[str, ...]:
     from gpumatch.calibrate.stored import NAME_PREFIX
     from gpumatch.store.locate import locate_store
 
-    path, named = locate_store(store)
-    if not path.exists() and not named:
+    path, _ = locate_store(store)
+    if not path.exists():
         return ()
     from gpumatch.store import open_existing_store
 

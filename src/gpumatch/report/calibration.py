@@ -40,4 +40,9 @@ def calibrate_text(fit: dict[str, Any]) -> str:
                      "uses it (--no-calibration: the defaults)")
     if fit.get("out"):
         lines.append(f"written to {fit['out']}")
-    return "\n".join(lines) + "\n"
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        out += [line] if "\n" in line or len(line) <= 80 else textwrap.wrap(line, 80, subsequent_indent="  ")
+    return "\n".join(out) + "\n"
