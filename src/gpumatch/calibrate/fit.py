@@ -84,19 +84,33 @@ class Fit:
         return errors(cal, fit, "fit set"), errors(cal, held, "held-out")
 
 
-def objective(cal: Calibration, cases: Sequence[MeasuredCase]) -> float:
-    """Mean squared log error over ``cases`` plus the squared largest one (smaller is better)."""
-    errs = [math.log(predict(c, cal) / c.measured) for c in cases]
+def objective(cal: Calibration, cases: Sequence[MeasuredCase], gpu: str = GPU) -> float:
+    """Mean squared log error over ``cases`` on catalog card ``gpu`` plus the squared largest one (smaller is
+    better)."""
+    errs = [math.log(predict(c, cal, gpu) / c.measured) for c in cases]
     return sum(e * e for e in errs) / len(errs) + max(abs(e) for e in errs) ** 2
 
 
-def search(cal: Calibration, cases: Sequence[MeasuredCase], names: Iterable[str], rounds: int) -> Calibration:
-    """Coordinate search from ``cal``: each field of ``names`` in turn, over :data:`_STEPS` × its value."""
+def search(cal: Calibration, cases: Sequence[MeasuredCase], names: Iterable[str], rounds: int,
+           bounds: dict[str, tuple[float, float]] | None = None, gpu: str = GPU, prior: float = 0.0) -> Calibration:
+    """Coordinate search from ``cal``: each field of ``names`` in turn, over :data:`_STEPS` × its value, within
+    ``bounds`` (default :data:`BOUNDS`), on catalog card ``gpu``.
+
+    ``prior`` > 0 adds ``prior × Σ log(value / start value)²`` over the moved fields to the objective: a
+    Gaussian prior in log space centred on the starting value (ridge regression), so a handful of fit cases moves
+    a field only as far as they clearly ask for."""
     names = list(names)
-    best = objective(cal, cases)
+    bounds = BOUNDS if bounds is None else bounds
+    origin = {n: float(getattr(cal, n)) for n in names}
+
+    def penalty(c: Calibration) -> float:
+        return prior * sum(math.log(float(getattr(c, n)) / origin[n]) ** 2 for n in names
+                           if origin[n] > 0 and float(getattr(c, n)) > 0)
+
+    best = objective(cal, cases, gpu)
     for _ in range(rounds):
         for name in names:
-            lo, hi = BOUNDS[name]
+            lo, hi = bounds[name]
             cur = float(getattr(cal, name))
             grid = {min(max(cur * f, lo), hi) for f in _STEPS}
             if cur == 0.0:
@@ -104,7 +118,7 @@ def search(cal: Calibration, cases: Sequence[MeasuredCase], names: Iterable[str]
             for value in sorted(grid):
                 change: dict[str, Any] = {name: value}
                 trial = replace(cal, **change)
-                score = objective(trial, cases)
+                score = objective(trial, cases, gpu) + penalty(trial)
                 if score < best:
                     best, cal = score, trial
     return cal

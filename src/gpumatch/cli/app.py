@@ -89,15 +89,30 @@ def _root(
 
 def _register() -> None:
     # --- command registry: one line per verb module (keep sorted) ---
-    from gpumatch.cli import bench, doctor, estimate, gpus, models, monitor, plan, runs, serve, workload
+    from gpumatch.cli import (
+        bench,
+        calibrate,
+        doctor,
+        estimate,
+        gpus,
+        models,
+        monitor,
+        plan,
+        report,
+        runs,
+        serve,
+        workload,
+    )
 
     app.add_typer(bench.app, name="bench")
+    app.command("calibrate", help=calibrate.HELP)(calibrate.calibrate_cmd)
     app.command("doctor", help=doctor.HELP)(doctor.doctor)
     app.command("estimate", help=estimate.HELP)(estimate.estimate_cmd)
     app.add_typer(gpus.app, name="gpus")
     app.add_typer(models.app, name="models")
     app.command("monitor", help=monitor.HELP, context_settings=monitor.CONTEXT)(monitor.monitor)
     app.command("plan", help=plan.HELP)(plan.plan_cmd)
+    app.command("report", help=report.HELP)(report.report_cmd)
     app.add_typer(runs.app, name="runs")
     app.command("serve", help=serve.HELP)(serve.serve_cmd)
     app.add_typer(workload.app, name="workload")

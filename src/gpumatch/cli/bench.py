@@ -29,6 +29,7 @@ _TEXT = typer.Option(None, "--text", help="UTF-8 text for the quality check of i
                      "(needs --weights and its tokenizer.json).")
 _WORKLOAD = typer.Option(None, "--workload", help="Workload file: model, precision, batch and lengths from it "
                          "(flags win).")
+_FILE = typer.Argument(..., help="A JSON file 'gpumatch bench export' wrote.")
 
 _RUN_HELP = (
     "Run a suite (quick: at most 3 min on an H200; standard: 15 min; soak: --duration after thermal steady "
@@ -237,3 +238,15 @@ def serve_cmd(
                               f"{done} requests completed, {failed} failed or not sent; run "
                               f"{run.run_id if run.run_id is not None else '(not stored)'} saved as {run.status}",
                               run.server_gone[:120])
+
+
+@app.command("import", help="Read a 'bench export' JSON file into the results store as a new bench run (so "
+             "'bench show', 'bench compare' and 'gpumatch calibrate' see it). "
+             "Example: gpumatch bench import h200-quick.json --store results.sqlite")
+def import_cmd(file: Path = _FILE,
+               store: str | None = StoreOption) -> None:
+    from gpumatch.lab.imports import import_run
+
+    run_id = import_run(file, store)
+    sys.stderr.write(f"gpumatch: {file} imported as bench run {run_id}\n")
+    emit(str(run_id))

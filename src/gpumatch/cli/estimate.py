@@ -89,7 +89,11 @@ FLAGS: dict[str, Flag] = {
                                   "spot | purchase quotes: the median of providers, as the plan does.")),
     "curve": Flag(bool, _OPT(False, "--curve", help="Add the memory growth curve over batch × sequence length.")),
     "calibration": Flag(str, _OPT(None, "--calibration", help="A Calibration JSON file (fields of "
-                                  "gpumatch.estimate.Calibration) instead of the defaults.")),
+                                  "gpumatch.estimate.Calibration) instead of the card's newest stored one.")),
+    "no_calibration": Flag(bool, _OPT(False, "--no-calibration", help="Use the shipped defaults, not the card's "
+                                      "newest calibration in the results store ('gpumatch calibrate').")),
+    "store": Flag(str, _OPT(None, "--store", help="Results store to look for calibrations in (default: "
+                            "$GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite; none there: the defaults).")),
     "fmt": Flag(Format, FormatOption),
 }
 _SHARED = ("task", "concurrency", "micro_batch", "global_batch", "batch", "seq", "prompt", "gen", "precision",
@@ -102,16 +106,19 @@ def estimate_query(given: dict[str, Any]) -> EstimateQuery:
     from gpumatch.workload.request import RequestFlags
 
     request = RequestFlags(batch_means="per-rank", **{k: given[k] for k in _SHARED})
-    own = {k: v for k, v in given.items() if k not in (*_SHARED, "model", "gpu", "fmt")}
+    own = {k: v for k, v in given.items() if k not in (*_SHARED, "model", "gpu", "fmt", "no_calibration", "store")}
     return EstimateQuery(request=request, models=tuple(given["model"] or ()), gpus=tuple(given["gpu"]), **own)
 
 
 @fl.takes(FLAGS)
 def estimate_cmd(**given: Any) -> None:
-    from gpumatch.estimate.query import run_estimate
+    from pathlib import Path
+
+    from gpumatch.lab.calibrated import estimate_calibrated
     from gpumatch.report.estimate import estimate_output
 
-    run = run_estimate(estimate_query(given))
+    store = Path(given["store"]) if given["store"] else None
+    run = estimate_calibrated(estimate_query(given), store, use_store=not given["no_calibration"])
     fl.say(run.notes)
     for block in estimate_output(run, given["fmt"]):
         emit(block)

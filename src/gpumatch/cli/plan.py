@@ -72,6 +72,10 @@ FLAGS: dict[str, Flag] = {
     "verbose": Flag(bool, _OPT(False, "--verbose", "-v", "--explain", help="Table: after the summary, per pick the "
                                "full why, cost, flip and verify plan, and each failed reason's examples (JSON/CSV "
                                "always carry everything).")),
+    "no_calibration": Flag(bool, _OPT(False, "--no-calibration", help="Shipped defaults even when the plan is "
+                                      "limited to one card with a stored calibration.")),
+    "store": Flag(str, _OPT(None, "--store", help="Results store to look for calibrations in (default: "
+                            "$GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite; none there: the defaults).")),
     "fmt": Flag(Format, FormatOption),
 }
 _SHARED = ("model", "task", "concurrency", "global_batch", "micro_batch", "batch", "seq", "prompt", "gen",
@@ -85,18 +89,21 @@ def plan_query(given: dict[str, Any]) -> PlanQuery:
 
     request = RequestFlags(batch_means="per-step", **{k: given[k] for k in _SHARED})
     lists: dict[str, Any] = {k: tuple(given[k] or ()) for k in ("gpus_allow", "gpus_deny", "roles")}
-    own = {k: v for k, v in given.items() if k not in (*_SHARED, *lists, "verbose", "fmt")}
+    own = {k: v for k, v in given.items() if k not in (*_SHARED, *lists, "verbose", "fmt", "no_calibration", "store")}
     return PlanQuery(request=request, **lists, **own)
 
 
 @fl.takes(FLAGS)
 def plan_cmd(**given: Any) -> None:
-    from gpumatch.plan.query import run_plan
+    from pathlib import Path
+
+    from gpumatch.lab.calibrated import plan_calibrated
     from gpumatch.report.plan import plan_output
     from gpumatch.report.progress import StatusLine
 
     query = plan_query(given)
+    store = Path(given["store"]) if given["store"] else None
     with StatusLine("planning") as status:
-        run = run_plan(query, progress=status)
+        run = plan_calibrated(query, status, store, use_store=not given["no_calibration"])
     fl.say(run.notes)
     emit(plan_output(run.plan.to_dict(), given["fmt"], given["verbose"]))

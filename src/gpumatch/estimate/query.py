@@ -47,6 +47,9 @@ class EstimateQuery:
     offload_optimizer: bool = False
     run_tokens: str | None = None
     calibration: str | None = None
+    calibration_value: Calibration | None = None
+    """A Calibration given as a value (the newest stored one of the card, :mod:`gpumatch.lab.calibrated`);
+    ``calibration`` (a file) wins over it."""
     curve: bool = False
     num_prompts: int | None = None
     length_low: float | None = None
@@ -174,5 +177,7 @@ def _extras(query: EstimateQuery, work: WorkRequest) -> dict[str, Any]:
     if query.calibration:
         cal: Calibration = load_calibration_file(query.calibration)
         out["calibration"] = cal
+    elif query.calibration_value is not None:
+        out["calibration"] = query.calibration_value
     return out
 

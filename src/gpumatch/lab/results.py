@@ -37,8 +37,9 @@ def run_kind(store: Path | str | None, run_id: int) -> str:
         return str(st.run(run_id).kind)
 
 
-def load_run(store: Path | str | None, run_id: int) -> dict[str, Any]:
-    """One bench run: ``run`` (the record), ``manifest``, ``cases``, ``results`` (flat rows) and ``failures``."""
+def load_run(store: Path | str | None, run_id: int, raw: bool = False) -> dict[str, Any]:
+    """One bench run: ``run`` (the record), ``manifest``, ``cases``, ``results`` (flat rows) and ``failures``;
+    with ``raw``, each row also carries its raw timings ``raw_s`` (seconds) when stored."""
     from gpumatch.store import open_existing_store
 
     with open_existing_store(store) as st:
@@ -50,7 +51,7 @@ def load_run(store: Path | str | None, run_id: int) -> dict[str, Any]:
     manifest = run.get("manifest") or {}
     return {"run": {k: v for k, v in run.items() if k != "manifest"}, "manifest": manifest,
             "cases": [e["data"] for e in data["events"] if e["kind"] == "case"],
-            "results": [result_row(r, manifest) for r in data["results"]],
+            "results": [result_row(r, manifest, raw) for r in data["results"]],
             "failures": [{"case": (f.get("config") or {}).get("case"), "error_class": f["error_class"],
                           "message": f["message"], "config": f.get("config"), "log_tail": f.get("log_excerpt", "")}
                          for f in data["failures"]]}
@@ -76,7 +77,7 @@ def _predict_now(r: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     return {**got, "predicted_when": "read"} if got else {}
 
 
-def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None, raw: bool = False) -> dict[str, Any]:
     """A stored result as a flat row: measured, predicted (or the datasheet), ratio, n and percentiles."""
     extra = r.get("extra") or {}
     if manifest is not None and "ratio" not in extra:
@@ -88,6 +89,8 @@ def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None) -> dic
         if key in extra:
             row[key] = extra[key]
     row["key"] = case_key(row)
+    if raw and isinstance(extra.get("raw_s"), list):
+        row["raw_s"] = extra["raw_s"]
     return row
 
 
@@ -97,7 +100,7 @@ def compare_runs(store: Path | str | None, run_a: int, run_b: int, force: bool =
     ``force`` they are listed in ``differing_fields``."""
     from gpumatch.bench.manifest import differing_fields
 
-    a, b = load_run(store, run_a), load_run(store, run_b)
+    a, b = load_run(store, run_a, raw=True), load_run(store, run_b, raw=True)
     differing = differing_fields(a["manifest"], b["manifest"])
     if differing and not force:
         raise InputError(f"runs {run_a} and {run_b} differ in performance-relevant manifest fields: "
@@ -115,10 +118,40 @@ def compare_runs(store: Path | str | None, run_a: int, run_b: int, force: bool =
 def _pair(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]:
     some = a or b or {}
     va, vb = (a or {}).get("measured"), (b or {}).get("measured")
+    ci = ratio_interval((a or {}).get("raw_s"), (b or {}).get("raw_s"), some.get("unit") == "s")
     return {"case": some.get("case"), "metric": some.get("metric"), "key": some.get("key"), "unit": some.get("unit"),
             "config": some.get("config"),
             "a": va, "b": vb, "b_over_a": vb / va if va and vb is not None else None,
-            "n_a": (a or {}).get("n"), "n_b": (b or {}).get("n")}
+            "n_a": (a or {}).get("n"), "n_b": (b or {}).get("n"),
+            "b_over_a_low": ci[0] if ci else None, "b_over_a_high": ci[1] if ci else None,
+            "significant": (not ci[0] <= 1.0 <= ci[1]) if ci else None}
+
+
+MIN_BOOTSTRAP_SAMPLES = 5
+CONFIDENCE = 0.95
+
+
+def ratio_interval(raw_a: Any, raw_b: Any, is_time: bool, seed: int = 0) -> tuple[float, float] | None:
+    """95% bootstrap interval of B/A from the raw timings of both runs (seconds; BCa, 2000 resamples, each run
+    resampled on its own: :func:`scipy.stats.bootstrap`). The statistic is the ratio of the medians: B/A of a
+    time metric is median(B) / median(A); of a rate computed from those timings (flop/s, B/s) median(A) /
+    median(B). None with fewer than :data:`MIN_BOOTSTRAP_SAMPLES` timings on a side (or without scipy)."""
+    if not (isinstance(raw_a, list) and isinstance(raw_b, list)) or min(len(raw_a), len(raw_b)) < MIN_BOOTSTRAP_SAMPLES:
+        return None
+    try:
+        import numpy as np
+        from scipy.stats import bootstrap
+    except ImportError:
+        return None
+
+    def stat(x: Any, y: Any, axis: int = -1) -> Any:
+        ma, mb = np.median(x, axis=axis), np.median(y, axis=axis)
+        return mb / ma if is_time else ma / mb
+
+    res = bootstrap((np.asarray(raw_a, float), np.asarray(raw_b, float)), stat, n_resamples=2000,
+                    confidence_level=CONFIDENCE, method="BCa", vectorized=True, rng=np.random.default_rng(seed))
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return (low, high) if np.isfinite(low) and np.isfinite(high) else None
 
 
 def export_run(store: Path | str | None, run_id: int, out: Path, force: bool = False) -> Path:

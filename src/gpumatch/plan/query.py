@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from gpumatch.catalog import load_catalog
 from gpumatch.errors import InputError
+from gpumatch.estimate import Calibration
 from gpumatch.plan import search
 from gpumatch.plan.planner import Plan, plan
 from gpumatch.plan.request import PlanRequest, from_request
@@ -65,12 +66,15 @@ def plan_request(query: PlanQuery) -> tuple[PlanRequest, tuple[str, ...]]:
     return req, deprecation_notes(work)
 
 
-def run_plan(query: PlanQuery, progress: search.Progress | None = None) -> PlanRun:
-    """Plan ``query``: its request (:func:`plan_request`) through :func:`gpumatch.plan.plan`."""
+def run_plan(query: PlanQuery, progress: search.Progress | None = None,
+             calibration: Calibration | None = None) -> PlanRun:
+    """Plan ``query``: its request (:func:`plan_request`) through :func:`gpumatch.plan.plan`, under
+    ``calibration`` (the shipped defaults when None)."""
     req, notes = plan_request(query)
     if query.top < 1:
         raise InputError(f"--top must be at least 1, got {query.top}")
-    return PlanRun(plan(req, top=query.top, roles=query.roles or None, progress=progress), notes)
+    return PlanRun(plan(req, top=query.top, roles=query.roles or None, progress=progress,
+                        calibration=calibration), notes)
 
 
 def _canonical(names: tuple[str, ...]) -> tuple[str, ...] | None:

@@ -109,15 +109,27 @@ def show_csv(data: dict[str, Any]) -> str:
 
 COMPARE_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_to=18),
                    Column("a", "A", wrap=False, align="right"),
-                   Column("b", "B", wrap=False, align="right"), Column("ratio", "B/A", wrap=False, align="right")]
+                   Column("b", "B", wrap=False, align="right"), Column("ratio", "B/A", wrap=False, align="right"),
+                   Column("ci", "95% CI", wrap=False, align="right", drop=1)]
+
+
+def _ci(r: dict[str, Any]) -> str:
+    """The bootstrap interval of B/A, starred when it excludes 1 (a significant difference)."""
+    if r.get("b_over_a_low") is None:
+        return "-"
+    star = " *" if r.get("significant") else ""
+    return f"{r['b_over_a_low']:.3f}-{r['b_over_a_high']:.3f}{star}"
 
 
 def compare_text(cmp: dict[str, Any]) -> str:
     rows = [{"case": f"{r['case']} {config_text(r.get('config'))}".strip(), "metric": r["metric"],
              "a": value_text(r["a"], r["unit"] or "", r["metric"] or ""),
              "b": value_text(r["b"], r["unit"] or "", r["metric"] or ""),
-             "ratio": "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3f}"} for r in cmp["rows"]]
+             "ratio": "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3f}", "ci": _ci(r)} for r in cmp["rows"]]
     text = to_table(rows, COMPARE_COLUMNS, f"Run {cmp['run_a']} (A) against run {cmp['run_b']} (B)")
+    if any(r.get("b_over_a_low") is not None for r in cmp["rows"]):
+        text = text.rstrip("\n") + ("\n95% CI: bootstrap of the ratio of medians from the raw timings; * = "
+                                     "significant (the interval excludes 1)\n")
     if cmp["differing_fields"]:
         text = (f"warning: compared with --force; the manifests differ in {', '.join(cmp['differing_fields'])}\n"
                 + text)

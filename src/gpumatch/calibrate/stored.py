@@ -1,0 +1,410 @@
+"""``gpumatch calibrate``: a Calibration of one card model fitted from the bench runs in the results store.
+
+Steps (:func:`calibrate_runs`):
+
+1. Read the completed bench runs (all, or those named) measured on ONE catalog card model
+   (:func:`load_runs`); runs on several models without ``--gpu`` are refused: a calibration never mixes cards.
+2. Turn their results into measured cases by operator class and split each class by shape into a fit set and a
+   held-out set (:mod:`gpumatch.calibrate.runs`).
+3. Microbenchmark classes: fit one efficiency curve per GEMM precision and one for device copies
+   (:mod:`gpumatch.calibrate.curves`) on the fit shapes.
+4. End-to-end classes, in :data:`PHASES` order: a coordinate search (:func:`gpumatch.calibrate.fit.search`) of the
+   class's own Calibration fields on its fit shapes, starting from the shipped defaults, each phase starting from
+   the previous one's result (decode first: its weight streaming sets the memory efficiency the others use).
+5. Score every class on its held-out shapes before (shipped defaults) and after, and by leave-one-shape-out on
+   its fit shapes: each fit shape in turn is dropped, the class's fields (or curve) refitted without it, and the
+   dropped shape predicted.
+
+The result (:class:`StoredFit`) goes into the store as a calibration named ``calibration:<card>``
+(:func:`save`) with its provenance (run ids, card UUIDs, dates) and can be written as the JSON that
+``gpumatch estimate --calibration FILE`` reads (:func:`export_json`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gpumatch.calibrate.cases import MeasuredCase
+from gpumatch.calibrate.compare import predict as predict_estimate
+from gpumatch.calibrate.curves import Curve, fit_curve, fit_gemm_curve
+from gpumatch.calibrate.fit import BOUNDS, search
+from gpumatch.calibrate.runs import CLASSES, NOT_MEASURED, StoredRun, cases_of_runs
+from gpumatch.errors import InputError
+from gpumatch.estimate import Calibration
+
+PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("decode", ("memory_efficiency_max", "decode_step_overhead_s")),
+    ("prefill", ("attention_efficiency_max", "prefill_overhead_s")),
+    ("train-step", ("train_step_overhead_s", "optimizer_traffic_factor")),
+    ("train-memory", ("fragmentation_fraction",)),
+)
+"""End-to-end classes and the Calibration fields each one's fit moves (each field belongs to one class)."""
+FIELD_BOUNDS = {**BOUNDS, "prefill_overhead_s": (0.0, 5e-3)}
+ROUNDS = 2
+PRIOR = 0.05
+"""Weight of the log-space prior towards the shipped defaults (:func:`gpumatch.calibrate.fit.search`). Chosen by
+leave-one-shape-out error on the fit shapes of the committed H200 runs (the held-out shapes were not used): the
+summed mean LOO error of decode, prefill, train-step and train-memory was 0.41 at 0, 0.34 at 0.01, 0.23 at 0.05
+and 0.25 at 0.2 (2026-12-05)."""
+NAME_PREFIX = "calibration:"
+TIME_ERROR_FLOOR = 0.03
+"""Least ``fitted_error_fraction`` a stored calibration claims (run-to-run spread between cards of one model,
+:data:`gpumatch.estimate.intervals.TIME_FLOOR`)."""
+
+
+@dataclass(frozen=True)
+class ClassScore:
+    """Errors of one operator class: |predicted / measured - 1|, mean and max, on each set."""
+
+    cls: str
+    fit_shapes: int
+    held_shapes: int
+    n_fit: int
+    n_held: int
+    held_before_mean: float
+    held_before_max: float
+    held_after_mean: float
+    held_after_max: float
+    loo_mean: float
+    loo_max: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class StoredFit:
+    """A calibration fitted from stored runs, its curves, the cases and the per-class scores."""
+
+    card: str
+    calibration: Calibration
+    curves: dict[str, Curve]
+    runs: tuple[StoredRun, ...]
+    cases: tuple[MeasuredCase, ...]
+    scores: tuple[ClassScore, ...]
+    provenance: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"card": self.card, "basis": self.calibration.basis, "provenance": self.provenance,
+                "classes": [s.to_dict() for s in self.scores], "not_measured": list(NOT_MEASURED),
+                "curves": {k: c.to_dict() for k, c in self.curves.items()},
+                "calibration": export_fields(self.calibration)}
+
+
+def _card_of(gpu_name: str | None) -> str | None:
+    from gpumatch.catalog import get_gpu
+    from gpumatch.errors import GpumatchError
+
+    try:
+        return get_gpu(str(gpu_name)).name if gpu_name else None
+    except GpumatchError:
+        return None
+
+
+def _stored(st: Any, record: Any) -> StoredRun:
+    data = st.export_run(record.run_id)
+    started = str(((record.config or {}).get("imported") or {}).get("started_at") or record.started_at)
+    return StoredRun(run_id=record.run_id, gpu_name=str(record.manifest.get("gpu.name")),
+                     gpu_uuid=str(record.manifest.get("gpu.uuid") or ""), started_at=started,
+                     manifest=dict(record.manifest), results=tuple(data["results"]))
+
+
+def load_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None) -> tuple[str, list[StoredRun]]:
+    """(catalog card, its runs): the completed CUDA bench runs of the store, those of ``run_ids`` when given,
+    on the card ``gpu`` when given. InputError when none is left or they span card models without ``gpu``."""
+    from gpumatch.catalog import get_gpu
+    from gpumatch.store import open_existing_store
+
+    want = get_gpu(gpu).name if gpu else None
+    with open_existing_store(store) as st:
+        records = [r for r in st.runs("bench", limit=100_000) if r.status == "completed"]
+        if run_ids:
+            missing = sorted(set(run_ids) - {r.run_id for r in records})
+            if missing:
+                raise InputError(f"no completed bench run {missing[0]} in the store",
+                                 "'gpumatch bench list' lists them")
+            records = [r for r in records if r.run_id in set(run_ids)]
+        by_card = {r.run_id: _card_of(r.manifest.get("gpu.name")) for r in records
+                   if r.manifest.get("device.kind") == "cuda"}
+        cards = sorted({c for c in by_card.values() if c and (want is None or c == want)})
+        if not cards:
+            where = f" on {want}" if want else ""
+            raise InputError(f"no completed bench run measured on a catalog GPU{where} in the store",
+                             "run 'gpumatch bench run' on the card, or 'gpumatch bench import FILE'")
+        if len(cards) > 1:
+            raise InputError(f"the runs were measured on {len(cards)} card models ({', '.join(cards)})",
+                             "a calibration is for one card model: add --gpu NAME")
+        runs = [_stored(st, r) for r in sorted(records, key=lambda r: r.run_id) if by_card.get(r.run_id) == cards[0]]
+    return cards[0], runs
+
+
+def _peak(card: str, case: MeasuredCase) -> float | None:
+    from gpumatch.catalog import get_gpu
+
+    spec = get_gpu(card)
+    if case.kind == "copy":
+        return float(spec.memory_bandwidth_bytes_per_s)
+    peak = spec.peak_flops_per_s.get(str(case.options["precision"]))
+    return float(peak) if peak else None
+
+
+def _curve_key(case: MeasuredCase) -> str:
+    return "copy" if case.kind == "copy" else f"gemm {case.options['precision']}"
+
+
+def _size(case: MeasuredCase) -> float:
+    return float(case.options["bytes" if case.kind == "copy" else "flops"])
+
+
+def _bandwidth(card: str) -> float:
+    from gpumatch.catalog import get_gpu
+
+    return float(get_gpu(card).memory_bandwidth_bytes_per_s)
+
+
+def default_rate(card: str, case: MeasuredCase, cal: Calibration) -> float:
+    """A microbenchmark case under a Calibration's own curves (the estimators' view before calibration): a copy
+    at ``bandwidth × memory_efficiency(bytes)``, a GEMM on the roofline (:func:`gemm_rate`)."""
+    if case.kind == "copy":
+        return _bandwidth(card) * float(cal.memory_efficiency(_size(case)))
+    low = str(case.options["precision"]) in ("fp8", "int8", "fp4")
+    eff = float(cal.gemm_efficiency(_size(case))) * (cal.low_precision_gemm_efficiency_ratio if low else 1.0)
+    nbytes = float(case.options["bytes"])
+    return gemm_rate(case, (_peak(card, case) or math.nan) * eff,
+                     _bandwidth(card) * float(cal.memory_efficiency(nbytes)))
+
+
+def gemm_rate(case: MeasuredCase, compute_flops_per_s: float, memory_bytes_per_s: float) -> float:
+    """FLOP/s of one GEMM on the roofline: FLOP / max(FLOP / compute rate, bytes / memory rate), with the bytes
+    of :func:`gpumatch.calibrate.runs.gemm_bytes` (Williams et al. 2009, "Roofline", CACM 52(4))."""
+    flops, nbytes = float(case.options["flops"]), float(case.options["bytes"])
+    return flops / max(flops / compute_flops_per_s, nbytes / memory_bytes_per_s)
+
+
+def fit_curves(card: str, cases: Sequence[MeasuredCase]) -> dict[str, Curve]:
+    """One curve per GEMM precision and one for copies, from ``cases`` (those with at least two shapes)."""
+    groups: dict[str, list[MeasuredCase]] = {}
+    for c in cases:
+        if c.kind in ("gemm", "copy") and _peak(card, c):
+            groups.setdefault(_curve_key(c), []).append(c)
+    out: dict[str, Curve] = {}
+    copies = groups.pop("copy", [])
+    if len({c.extra["shape"] for c in copies}) >= 2:
+        out["copy"] = fit_curve([_size(c) for c in copies], [c.measured for c in copies], _bandwidth(card))
+    for key, cs in sorted(groups.items()):
+        if "copy" in out and len({c.extra["shape"] for c in cs}) >= 3:
+            out[key] = fit_gemm_curve([_size(c) for c in cs], [float(c.options["bytes"]) for c in cs],
+                                      [c.measured for c in cs], _peak(card, cs[0]) or 0.0, out["copy"])
+    return out
+
+
+def _err(predicted: float, measured: float) -> float:
+    return abs(predicted / measured - 1.0) if measured and predicted == predicted else math.nan
+
+
+def _stats(errs: Sequence[float]) -> tuple[float, float]:
+    xs = [e for e in errs if not math.isnan(e)]
+    return (sum(xs) / len(xs), max(xs)) if xs else (math.nan, math.nan)
+
+
+Predictor = Callable[[MeasuredCase], float]
+
+
+def _fit_e2e(card: str, cases: Sequence[MeasuredCase], start: Calibration) -> Calibration:
+    cal = start
+    for cls, names in PHASES:
+        fit = [c for c in cases if c.kind == cls and c.fit]
+        if fit:
+            cal = _search(card, cal, fit, names)
+    return cal
+
+
+def _search(card: str, cal: Calibration, fit: Sequence[MeasuredCase], names: Sequence[str]) -> Calibration:
+    return search(cal, fit, names, ROUNDS, FIELD_BOUNDS, gpu=card, prior=PRIOR)
+
+
+def _predictor(card: str, cal: Calibration, curves: dict[str, Curve] | None) -> Predictor:
+    """Predict any case: microbenchmarks by ``curves`` (the Calibration's own curves when None), the rest by
+    the estimator under ``cal``."""
+    def one(c: MeasuredCase) -> float:
+        if c.kind in ("gemm", "copy"):
+            if curves is None:
+                return default_rate(card, c, cal)
+            curve, copy = curves.get(_curve_key(c)), curves.get("copy")
+            if curve is None:
+                return math.nan
+            if c.kind == "copy" or copy is None:
+                return curve.rate(_size(c))
+            return curve.gemm_rate(_size(c), float(c.options["bytes"]), copy)
+        return predict_estimate(c, cal, gpu=card)
+    return one
+
+
+def _loo(card: str, cls: str, cases: Sequence[MeasuredCase], fitted: Calibration) -> list[float]:
+    """Leave-one-shape-out errors of class ``cls`` over its fit shapes (module docstring, step 5)."""
+    fit = [c for c in cases if c.kind == cls and c.fit]
+    errs: list[float] = []
+    for shape in sorted({c.extra["shape"] for c in fit}):
+        rest = [c for c in fit if c.extra["shape"] != shape]
+        out = [c for c in fit if c.extra["shape"] == shape]
+        if cls in ("gemm", "copy"):
+            micro = [c for c in cases if c.fit and c.kind in ("gemm", "copy") and c.extra["shape"] != shape]
+            pred = _predictor(card, fitted, fit_curves(card, micro))
+        else:
+            names = dict(PHASES)[cls]
+            pred = _predictor(card, _search(card, fitted, rest, names) if rest else fitted, None)
+        errs += [_err(pred(c), c.measured) for c in out]
+    return errs
+
+
+def _score(card: str, cls: str, cases: Sequence[MeasuredCase], before: Predictor, after: Predictor,
+           fitted: Calibration) -> ClassScore:
+    mine = [c for c in cases if c.kind == cls]
+    fit, held = [c for c in mine if c.fit], [c for c in mine if not c.fit]
+    b_mean, b_max = _stats([_err(before(c), c.measured) for c in held])
+    a_mean, a_max = _stats([_err(after(c), c.measured) for c in held])
+    l_mean, l_max = _stats(_loo(card, cls, cases, fitted))
+    return ClassScore(cls, len({c.extra["shape"] for c in fit}), len({c.extra["shape"] for c in held}), len(fit),
+                      len(held), b_mean, b_max, a_mean, a_max, l_mean, l_max)
+
+
+def _spans(ids: Sequence[int]) -> str:
+    """``1-3, 7``: run ids as ranges."""
+    out: list[str] = []
+    for i in sorted(ids):
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out)
+
+
+def basis_text(run_ids: Sequence[int], gpu_name: str, uuids: Sequence[str]) -> str:
+    """``calibrated from runs 1-2 on H200 GPU-071f8961...``: what an estimate's basis says."""
+    word = "run" if len(run_ids) == 1 else "runs"
+    cards = sorted(set(uuids))
+    more = f" (+{len(cards) - 1} more)" if len(cards) > 1 else ""
+    short = gpu_name.removeprefix("NVIDIA ").strip()
+    return f"calibrated from {word} {_spans(run_ids)} on {short} {cards[0][:12]}...{more}"
+
+
+def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None,
+                   today: dt.date | None = None) -> StoredFit:
+    """Fit a calibration from stored bench runs (module docstring). ``today`` goes into the provenance."""
+    card, runs = load_runs(store, run_ids, gpu)
+    cases = cases_of_runs(runs)
+    if not any(c.fit for c in cases):
+        raise InputError(f"the runs {_spans([r.run_id for r in runs])} hold no result a calibration can use",
+                         "run 'gpumatch bench run --suite standard' on the card")
+    curves = fit_curves(card, [c for c in cases if c.fit])
+    start = Calibration()
+    e2e = _fit_e2e(card, cases, start)
+    ids = [r.run_id for r in runs]
+    uuids = [r.gpu_uuid for r in runs if r.gpu_uuid]
+    before, after = _predictor(card, start, None), _predictor(card, e2e, curves)
+    present = [cls for cls in CLASSES if any(c.kind == cls for c in cases)]
+    scores = tuple(_score(card, cls, cases, before, after, e2e) for cls in present)
+    held_time = [s.held_after_max for s in scores if s.cls in ("decode", "prefill", "train-step")
+                 and not math.isnan(s.held_after_max)]
+    err = max([TIME_ERROR_FLOOR, *held_time])
+    card_uuids, dates = sorted(set(uuids)), sorted({r.started_at[:10] for r in runs})
+    fitted_at, names = (today or dt.date.today()).isoformat(), [n for _, ns in PHASES for n in ns]
+    prov: dict[str, Any] = {"run_ids": ids, "card": card, "gpu_names": sorted({r.gpu_name for r in runs}),
+                            "card_uuids": card_uuids, "dates": dates, "fitted_at": fitted_at,
+                            "split": "by shape within each class: even positions by size fit, odd held out",
+                            "fields": names}
+    text = (f"fitted {fitted_at} by gpumatch calibrate from bench runs {_spans(ids)} on {card} "
+            f"({', '.join(card_uuids) or 'no UUID'}; measured {', '.join(dates)}); fields "
+            f"{', '.join(names)}; other fields the shipped defaults")
+    cal = replace(e2e, basis=basis_text(ids, runs[0].gpu_name, uuids or ["GPU-?"]), provenance=text,
+                  fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100)
+    return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov)
+
+
+def export_fields(cal: Calibration) -> dict[str, Any]:
+    """The Calibration as the fields :meth:`Calibration.from_dict` accepts (basis ``calibrated``; the basis
+    text is kept at the front of the provenance)."""
+    d = cal.to_dict()
+    if d["basis"] not in ("assumed", "calibrated"):
+        d["provenance"] = f"{d['basis']}; {d['provenance']}"
+        d["basis"] = "calibrated"
+    return d
+
+
+def export_json(fit: StoredFit) -> dict[str, Any]:
+    """What ``--out`` writes: ``{"calibration": {fields}}``, the form ``gpumatch estimate --calibration`` reads."""
+    return {"calibration": export_fields(fit.calibration)}
+
+
+def save(store: Path | None, fit: StoredFit) -> int:
+    """Store the fit as calibration ``calibration:<card>`` (values: the Calibration fields, its basis text, the
+    curves and the class scores; provenance as :attr:`StoredFit.provenance`). Returns its calibration id."""
+    from gpumatch.store import open_store
+    from gpumatch.store.locate import locate_store
+
+    path, _ = locate_store(store)
+    values = {"calibration": export_fields(fit.calibration), "basis": fit.calibration.basis,
+              "curves": {k: c.to_dict() for k, c in fit.curves.items()},
+              "classes": [s.to_dict() for s in fit.scores]}
+    with open_store(path, mode="write") as st:
+        return int(st.add_calibration(NAME_PREFIX + fit.card, values, fit.provenance,
+                                      run_ids=list(fit.provenance["run_ids"])))
+
+
+@dataclass(frozen=True)
+class Found:
+    """The newest stored calibration of a card: its id, the value, and the record's values and provenance."""
+
+    calibration_id: int
+    calibration: Calibration
+    values: dict[str, Any]
+    provenance: dict[str, Any]
+
+
+def newest(store: Path | None, card: str) -> Found | None:
+    """The newest calibration stored for catalog card ``card``, or None: no store file (yet), or none for that
+    card. A record whose ``fitted_on`` is another card is refused (StoreError)."""
+    from gpumatch.errors import StoreError
+    from gpumatch.store import open_existing_store
+    from gpumatch.store.locate import locate_store
+
+    path, _ = locate_store(store)
+    if not path.exists():
+        return None
+    with open_existing_store(path) as st:
+        rec = st.latest_calibration(NAME_PREFIX + card)
+    if rec is None:
+        return None
+    fields = dict(rec.values.get("calibration") or {})
+    cal = Calibration.from_dict(fields)
+    if tuple(cal.fitted_on) != (card,):
+        raise StoreError(f"stored calibration {rec.calibration_id} is named for {card} but fitted on "
+                         f"{', '.join(cal.fitted_on) or 'no card'}", hint="refit it: gpumatch calibrate --gpu CARD")
+    basis = str(rec.values.get("basis") or cal.basis)
+    provenance = f"stored calibration {rec.calibration_id}: {cal.provenance.removeprefix(basis + '; ')}"
+    return Found(rec.calibration_id, replace(cal, basis=basis, provenance=provenance), dict(rec.values),
+                 dict(rec.provenance))
+
+
+def run_calibrate(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None, *, keep: bool = True,
+                  out: Path | None = None, force: bool = False) -> dict[str, Any]:
+    """``gpumatch calibrate``: fit (:func:`calibrate_runs`), store it unless ``keep`` is False, write the JSON of
+    :func:`export_json` to ``out`` when given (an existing file only with ``force``). The fit as a dict with
+    ``calibration_id`` (None when not stored) and ``out``."""
+    if out is not None:
+        if out.exists() and not force:
+            raise InputError(f"{out} exists", "give another --out or add --force to overwrite it")
+        if not out.parent.is_dir():
+            raise InputError(f"no folder {out.parent}", "create it first")
+    fit = calibrate_runs(store, run_ids, gpu)
+    cid = save(store, fit) if keep else None
+    if out is not None:
+        import json
+
+        out.write_text(json.dumps(export_json(fit), indent=1) + "\n", encoding="utf-8")
+    return {**fit.to_dict(), "calibration_id": cid, "out": str(out) if out else None}

@@ -1,0 +1,69 @@
+"""``gpumatch report``: a plan and/or stored bench runs as one offline HTML page with plots, or as text.
+
+Parse the plan flags (as ``gpumatch plan``) and the runs, call :func:`gpumatch.lab.report.build_report`, render
+with :mod:`gpumatch.report.html` (``--html FILE``) or the 80-column text views."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpumatch.cli import flags as fl
+from gpumatch.cli import plan as plan_cli
+from gpumatch.cli.common import Format, emit
+from gpumatch.cli.flags import Flag
+
+HELP = """Report a plan and/or stored bench runs: one self-contained HTML page with plots (--html), or text.
+
+\b
+Examples:
+  gpumatch report examples/chat-70b-serving.toml --html chat.html
+  gpumatch report --model llama-3.1-8b --task serve --concurrency 16 --max-gpus 2 --html plan.html
+  gpumatch report --run 1 --run 2 --store results.sqlite --html runs.html
+  gpumatch report examples/lora-8b-workstation.toml
+
+The page works offline (no script, no network; plots are inline SVG) and stays under 5 MB: per shortlisted card
+the roofline with the workload's operators, memory growth with the card's capacity, the experiment plan and the
+procurement re-check list; per run predicted vs measured, power/clock/temperature with throttling shaded, and
+the decode load curve. Planning needs no GPU and no store.
+"""
+
+_OPT = typer.Option
+FLAGS: dict[str, Flag] = {
+    **{k: v for k, v in plan_cli.FLAGS.items() if k not in ("fmt", "verbose")},
+    "run": Flag(list[int], _OPT(None, "--run", help="A stored bench run to include (repeat).")),
+    "html": Flag(str, _OPT(None, "--html", help="Write the HTML page to this file.")),
+    "force": Flag(bool, _OPT(False, "--force", help="Overwrite the --html file if it exists.")),
+}
+_PLAN_KEYS = ("workload", "model", "task", "concurrency", "global_batch", "micro_batch", "batch", "seq", "prompt",
+              "gen", "precision", "kv_precision", "tp", "pp", "max_gpus", "gpus_per_node", "budget_usd", "price_basis",
+              "w_per_node", "psu_w", "ttft_p50_s", "tpot_p50_s", "tokens_per_s", "gpus_allow", "gpus_deny", "top",
+              "roles")
+
+
+def _has_plan(given: dict[str, Any]) -> bool:
+    return any(given[k] for k in ("workload", "model"))
+
+
+@fl.takes(FLAGS)
+def report_cmd(**given: Any) -> None:
+    from gpumatch.lab.report import ReportQuery, build_report
+    from gpumatch.report.html import write_report
+    from gpumatch.report.plan import plan_output
+
+    store = Path(given["store"]) if given["store"] else None
+    query = plan_cli.plan_query({**{k: given[k] for k in _PLAN_KEYS}, "verbose": False, "fmt": Format.table,
+                                 "no_calibration": False, "store": None}) if _has_plan(given) else None
+    data = build_report(ReportQuery(plan=query, run_ids=tuple(given["run"] or ()), store=store,
+                                    use_store=not given["no_calibration"]))
+    plain = plan_output(data["plan"], "table", True) if data["plan"] else ""
+    if given["html"]:
+        path = write_report(data, Path(given["html"]), plain, force=given["force"])
+        sys.stderr.write(f"gpumatch: report written to {path} ({path.stat().st_size / 1e6:.2f} MB)\n")
+        return
+    from gpumatch.report.html import report_text
+
+    emit(report_text(data, plain))
