@@ -56,7 +56,7 @@ def _already(store: Any, manifest_sha: str, started_at: str) -> int | None:
     return None
 
 
-def import_run(path: Path, store_path: Path | None = None) -> int:
+def import_run(path: Path, store_path: Path | str | None = None) -> int:
     """Write the export at ``path`` into the store (created when missing) as a new bench run; its run id.
 
     An export already imported into this store (same manifest, same original start time) is an
