@@ -1,5 +1,5 @@
 """Probe: the kernel-path check and the convergence runs on one card (the numbers in
-docs/bench-kernelpath-convergence.md).
+docs/bench.md, "Kernel-path check and convergence runs").
 
 Usage (device): ``PYTHONPATH=src python3 benchmarks/gpu/probe_kernelpath_convergence.py OUT.json``.
 
