@@ -48,7 +48,7 @@ def load_tokens(tokenizer: Path, text_path: Path, max_tokens: int) -> list[int]:
     """The text's token ids (the tokenizer's special tokens included, e.g. Llama's BOS), the first
     ``max_tokens``; fewer than 2 is an InputError (nothing to predict)."""
     try:
-        from tokenizers import Tokenizer  # type: ignore[import-untyped]
+        from tokenizers import Tokenizer
     except ImportError as e:
         raise MissingDependencyError("--text needs the tokenizers library", "pip install 'gpumatch[bench]'") from e
     try:
