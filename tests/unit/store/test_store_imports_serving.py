@@ -116,3 +116,15 @@ def test_imported_run_beside_a_gpumatch_run(tmp_path: Path, capsys: pytest.Captu
     (paired,) = [r for r in json.loads(out)["rows"] if r["a"] is not None and r["b"] is not None]
     assert paired["metric"] == "ttft_mean_s" and paired["b"] == pytest.approx(ttft)
     assert paired["b_over_a"] == pytest.approx(ttft / 0.040)
+
+
+def test_imports_into_postgresql_once(pg_url: str) -> None:
+    first = [import_file(p, None, pg_url) for p in (GUIDELLM, AIPERF)]
+    again = [import_file(p, None, pg_url) for p in (GUIDELLM, AIPERF)]
+    assert [o.created for o in first + again] == [True, True, False, False]
+    with open_store(pg_url, mode="read") as s:
+        runs = s.runs()
+        assert sorted(r.manifest["source"]["format"] for r in runs) == ["aiperf", "guidellm"]
+        guidellm = next(r for r in runs if r.manifest["source"]["format"] == "guidellm")
+        rate = [r for r in s.results(guidellm.run_id) if r.metric == "ttft_p99_s" and r.config == RATE4]
+        assert len(rate) == 1 and rate[0].value == pytest.approx(0.0684)
