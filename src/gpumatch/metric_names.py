@@ -72,3 +72,56 @@ def vllm_key(si: str) -> str | None:
     metric = "e2el" if m.group(1) == "e2e" else m.group(1)
     stat = "median" if m.group(2) == "p50" else m.group(2).replace("_", ".")
     return f"{stat}_{metric}_ms"
+
+
+# --- GuideLLM and AIPerf (docs/store.md, "Imported formats") -------------------------------------------------------
+
+DIST_STATS = {"mean": "mean", "median": "p50", "std_dev": "std", "std": "std", "avg": "mean", "p001": "p0_1",
+              "p01": "p1", "p05": "p5", "p1": "p1", "p5": "p5", "p10": "p10", "p25": "p25", "p50": "p50",
+              "p75": "p75", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99_9"}
+"""A distribution statistic's key in GuideLLM (``mean``, ``median``, ``std_dev``, ``percentiles.p001``...``p999``:
+GuideLLM ``guidellm/schemas`` ``DistributionSummary``/``Percentiles``) or AIPerf (``avg``, ``std``, ``p1``...``p99``:
+AIPerf ``profile_export_aiperf.json``) and gpumatch's suffix (``p001`` = 0.1th percentile -> ``p0_1``). ``mode``,
+``variance``, ``min``, ``max``, ``count`` have no gpumatch name and stay in the source file only."""
+
+GUIDELLM_LATENCIES: dict[str, tuple[str, float]] = {
+    # GuideLLM GenerativeMetrics field: (gpumatch metric, factor to seconds)
+    "time_to_first_token_ms": ("ttft", 1e-3),
+    # GuideLLM's ITL is per request (last token - first token) / (output tokens - 1): vLLM's TPOT, not vLLM's ITL
+    "inter_token_latency_ms": ("tpot", 1e-3),
+    # GuideLLM's TPOT is per request (last token - request start) / output tokens: it includes the TTFT
+    "time_per_output_token_ms": ("e2e_per_output_token", 1e-3),
+    "request_latency": ("e2e", 1.0),  # seconds already
+}
+"""GuideLLM ``benchmarks.json`` latency distributions (``guidellm/benchmark/schemas/generative/metrics.py``,
+per-request definitions in ``guidellm/schemas/request_stats.py``) and gpumatch's names: ``<metric>_<stat>_s``."""
+
+GUIDELLM_RATES: dict[str, tuple[str, str]] = {
+    "requests_per_second": ("request_throughput_per_s", "1/s"),
+    "output_tokens_per_second": ("output_tokens_per_s", "token/s"),
+    "tokens_per_second": ("total_tokens_per_s", "token/s"),
+    "request_concurrency": ("mean_concurrent_requests", "1"),
+}
+"""GuideLLM rate/concurrency distributions whose ``successful.mean`` is the level's headline figure (the rate over
+the measured window), with gpumatch's name and unit; their other statistics are not stored."""
+
+AIPERF_LATENCIES = {"time_to_first_token": "ttft", "inter_token_latency": "tpot", "request_latency": "e2e",
+                    "inter_chunk_latency": "itl"}
+"""AIPerf ``profile_export_aiperf.json`` latency records and gpumatch's metric. AIPerf's ``inter_token_latency`` is
+per request (request latency - TTFT) / (output tokens - 1) (AIPerf ``docs/metrics_reference.md``): vLLM's TPOT;
+AIPerf's ``inter_chunk_latency`` (gaps between streamed chunks) is vLLM's ITL."""
+
+AIPERF_SCALARS: dict[str, tuple[str, str]] = {
+    "request_throughput": ("request_throughput_per_s", "1/s"),
+    "output_token_throughput": ("output_tokens_per_s", "token/s"),
+    "total_token_throughput": ("total_tokens_per_s", "token/s"),
+    "benchmark_duration": ("duration_s", "s"),
+    "request_count": ("completed_requests", "1"),
+    "error_request_count": ("failed_requests", "1"),
+    "total_isl": ("input_tokens", "token"),
+    "total_osl": ("output_tokens", "token"),
+}
+"""AIPerf single-value records (their ``avg``) and gpumatch's name and SI unit."""
+
+TIME_UNIT_TO_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
+"""Factor from a source's time unit to seconds."""

@@ -158,7 +158,7 @@ _FROM = typer.Option(..., "--from", help="The store to copy from: a SQLite file 
 _SOURCES = typer.Argument(..., help="Stores to read (files or URLs).")
 _INTO = typer.Option(..., "--into", help="The store to write (created when a new file).")
 _FILE = typer.Argument(..., help="The result file.")
-_SOURCE_FORMAT = typer.Option("", "--format", help="vllm or nccl-tests (default: detected).")
+_SOURCE_FORMAT = typer.Option("", "--format", help="vllm, nccl-tests, guidellm or aiperf (default: detected).")
 
 
 def _copy(source: str | None, target: str | None, fmt: Format) -> None:
@@ -198,8 +198,9 @@ def merge_cmd(sources: list[str] = _SOURCES, into: str = _INTO, fmt: Format = Fo
         _say(copied_line(r))
 
 
-@app.command("import", help="Store another tool's result file as a run: 'vllm bench serve --save-result' JSON "
-             "or nccl-tests -J JSON (detected, or --format). Importing a file twice stores it once. "
+@app.command("import", help="Store another tool's result file as a run: 'vllm bench serve --save-result' JSON, "
+             "nccl-tests -J JSON, GuideLLM benchmarks.json or AIPerf profile_export_aiperf.json (detected, or "
+             "--format). Importing a file twice stores it once. "
              "Example: gpumatch runs import vllm-result.json")
 def import_cmd(file: Path = _FILE, source_format: str = _SOURCE_FORMAT, store: str | None = StoreOption,
                fmt: Format = FormatOption) -> None:

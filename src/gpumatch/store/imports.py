@@ -55,8 +55,8 @@ def bundle_for(run: ImportedRun, run_uuid: str) -> RunBundle:
 
 
 def import_file(path: Path, fmt: str | None = None, store: Path | str | None = None) -> ImportOutcome:
-    """Parse ``path`` (``fmt``: ``vllm`` or ``nccl-tests``; None: detected) and store it as one run in ``store``
-    (default: ``$GPUMATCH_STORE``); idempotent per file content."""
+    """Parse ``path`` (``fmt``: ``vllm``, ``nccl-tests``, ``guidellm``, ``aiperf``; None: detected) and store it as
+    one run in ``store`` (default: ``$GPUMATCH_STORE``); idempotent per file content."""
     run, sha = read_source(path, fmt)
     run_uuid = run_uuid_for(sha)
     with open_store(store, mode="write") as st:

@@ -1,7 +1,8 @@
 """Other tools' result files in and gpumatch runs out: the field's formats (docs/store.md, "Formats").
 
 Import (``gpumatch runs import FILE [--format ...]``): a file from ``vllm bench serve --save-result``
-(:mod:`.vllm`) or nccl-tests ``-J`` (:mod:`.nccl_tests`) becomes one run of kind ``bench`` in the store, its
+(:mod:`.vllm`), nccl-tests ``-J`` (:mod:`.nccl_tests`), GuideLLM ``benchmarks.json`` (:mod:`.guidellm`) or AIPerf
+``profile_export_aiperf.json`` (:mod:`.aiperf`) becomes one run of kind ``bench`` in the store, its
 values converted to gpumatch's SI result names (each result's ``extra`` keeps the source key, value and unit), its
 source recorded in the manifest (``source.format``, ``source.tool``, ``source.file``, ``source.sha256``), and the
 per-request or per-size raw data kept as an event. The run's global id is derived from the file's SHA-256, so
@@ -20,7 +21,7 @@ from typing import Any
 from gpumatch.errors import InputError
 from gpumatch.files import parse_json_object, read_bytes
 
-FORMATS = ("vllm", "nccl-tests")
+FORMATS = ("vllm", "nccl-tests", "guidellm", "aiperf")
 """Formats ``gpumatch runs import`` reads (``--format``); detected from the content when not given."""
 
 MAX_IMPORT_BYTES = 200_000_000
@@ -65,13 +66,21 @@ def run_uuid_for(sha256: str) -> str:
 
 def detect(data: dict[str, Any]) -> str | None:
     """The format of a parsed JSON object: ``vllm`` (``mean_ttft_ms`` with ``request_throughput``),
-    ``nccl-tests`` (a ``results`` list of rows with ``size`` and ``out_of_place``/``in_place``), or None."""
+    ``nccl-tests`` (a ``results`` list of rows with ``size`` and ``out_of_place``/``in_place``), ``guidellm`` (a
+    ``benchmarks`` list whose first entry has ``metrics``), ``aiperf`` (a ``time_to_first_token`` or
+    ``request_latency`` record with a ``unit``), or None."""
     if "request_throughput" in data and any(k.endswith("_ttft_ms") for k in data):
         return "vllm"
     rows = data.get("results")
     if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "size" in rows[0] and (
             "out_of_place" in rows[0] or "in_place" in rows[0]):
         return "nccl-tests"
+    benches = data.get("benchmarks")
+    if isinstance(benches, list) and benches and isinstance(benches[0], dict) and isinstance(
+            benches[0].get("metrics"), dict):
+        return "guidellm"
+    if any(isinstance(data.get(k), dict) and "unit" in data[k] for k in ("time_to_first_token", "request_latency")):
+        return "aiperf"
     return None
 
 
@@ -81,7 +90,8 @@ def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
     data = parse_json_object(raw.decode("utf-8", errors="replace"), str(path))
     found = fmt or detect(data)
     if found is None:
-        raise InputError(f"{path}: not a result file gpumatch can import (no vLLM save-result or nccl-tests -J keys)",
+        raise InputError(f"{path}: not a result file gpumatch can import (no vLLM, nccl-tests, GuideLLM or AIPerf "
+                         "keys)",
                          f"give --format ({', '.join(FORMATS)}) if it is one of them")
     if found not in FORMATS:
         raise InputError(f"unknown import format {found!r}", f"use one of: {', '.join(FORMATS)}")
@@ -91,6 +101,14 @@ def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
         from gpumatch.store.formats.vllm import parse_vllm
 
         return parse_vllm(data, source), sha
+    if found == "guidellm":
+        from gpumatch.store.formats.guidellm import parse_guidellm
+
+        return parse_guidellm(data, source), sha
+    if found == "aiperf":
+        from gpumatch.store.formats.aiperf import parse_aiperf
+
+        return parse_aiperf(data, source), sha
     from gpumatch.store.formats.nccl_tests import parse_nccl_tests
 
     return parse_nccl_tests(data, source), sha
@@ -112,3 +130,8 @@ def number(value: Any) -> float | None:
         return None
     v = float(value)
     return v if v == v and v not in (float("inf"), float("-inf")) else None
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a missing or mistyped section reads as absent)."""
+    return value if isinstance(value, dict) else {}

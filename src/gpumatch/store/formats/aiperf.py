@@ -1,0 +1,90 @@
+"""AIPerf ``profile_export_aiperf.json`` into one run (the schema: ai-dynamo/aiperf
+``docs/tutorials/working-with-profile-exports.md``, "Aggregated Statistics (JSON)"; metric definitions
+``docs/metrics_reference.md``).
+
+Each metric is a top-level record ``{"unit": ..., "avg": ..., "p1"..."p99", "min", "max", "std"}``. Latency
+records (:data:`gpumatch.metric_names.AIPERF_LATENCIES`) become ``<metric>_<stat>_s`` in seconds (the record's
+``unit`` gives the factor: ms, us, ns, sec); single-value records (:data:`~gpumatch.metric_names.AIPERF_SCALARS`)
+become one result from their ``avg``. The result config is the load (``case: serve``, ``max_concurrency`` and
+``request_rate`` from ``input_config.loadgen``); ``extra`` keeps the source key, value and unit. ``start_time`` has
+no zone and is taken as UTC. ``min``/``max``, ``output_token_throughput_per_user``, GPU telemetry and the error
+summary's messages are not stored as results (the error count is, as ``failed_requests``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from gpumatch.errors import InputError
+from gpumatch.metric_names import AIPERF_LATENCIES, AIPERF_SCALARS, DIST_STATS, TIME_UNIT_TO_S
+from gpumatch.store.formats import ImportedResult, ImportedRun, number, obj, utc
+
+_ISO = ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S")
+
+
+def parse_aiperf(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
+    """One AIPerf aggregate export as an :class:`ImportedRun` (InputError when it holds no latency record)."""
+    cfg = obj(data.get("input_config"))
+    loadgen = obj(cfg.get("loadgen"))
+    endpoint = obj(cfg.get("endpoint"))
+    config: dict[str, Any] = {"case": "serve"}
+    if number(loadgen.get("concurrency")) is not None:
+        config["max_concurrency"] = loadgen["concurrency"]
+    if number(loadgen.get("request_rate")) is not None:
+        config["request_rate"] = loadgen["request_rate"]
+    results = _latencies(data, config, source) + _scalars(data, config)
+    if not any(r.metric.startswith(("ttft", "tpot", "e2e")) for r in results):
+        raise InputError(f"{source['file']}: an AIPerf export without latency records (time_to_first_token...)",
+                         "give the profile_export_aiperf.json 'aiperf profile' wrote")
+    names = endpoint.get("model_names")
+    model = names[0] if isinstance(names, list) and names else None
+    manifest = {"source": {**source, "tool": "aiperf profile", "cli_command": cfg.get("cli_command")},
+                "model": model, "endpoint_type": endpoint.get("type"), "streaming": endpoint.get("streaming")}
+    started = utc(data.get("start_time"), _ISO) or datetime.now(UTC)
+    duration = data.get("benchmark_duration")
+    seconds = _avg_seconds(duration) if isinstance(duration, dict) else None
+    return ImportedRun(f"serve {model or 'unknown model'} (aiperf)", manifest, config, results, started, seconds)
+
+
+def _factor(unit: Any, key: str, source: dict[str, Any]) -> float:
+    if unit not in TIME_UNIT_TO_S:
+        raise InputError(f"{source['file']}: {key} in unknown time unit {unit!r}", "expected ms, us, ns or sec")
+    return TIME_UNIT_TO_S[unit]
+
+
+def _latencies(data: dict[str, Any], config: dict[str, Any], source: dict[str, Any]) -> list[ImportedResult]:
+    out = []
+    for key, base in AIPERF_LATENCIES.items():
+        rec = data.get(key)
+        if not isinstance(rec, dict):
+            continue
+        factor = _factor(rec.get("unit"), key, source)
+        for stat, value in rec.items():
+            if stat in DIST_STATS and (v := number(value)) is not None:
+                out.append(ImportedResult(f"{base}_{DIST_STATS[stat]}_s", v * factor, "s", config,
+                                          {"source_key": f"{key}.{stat}", "source_value": v,
+                                           "source_unit": rec.get("unit")}))
+    return out
+
+
+def _scalars(data: dict[str, Any], config: dict[str, Any]) -> list[ImportedResult]:
+    out = []
+    for key, (name, unit) in AIPERF_SCALARS.items():
+        rec = data.get(key)
+        if not isinstance(rec, dict) or (v := number(rec.get("avg"))) is None:
+            continue
+        src_unit = rec.get("unit")
+        value = v * TIME_UNIT_TO_S.get(str(src_unit), 1.0) if unit == "s" else v
+        out.append(ImportedResult(name, value, unit, config, {"source_key": f"{key}.avg", "source_value": v,
+                                                              "source_unit": src_unit}))
+    if "failed_requests" not in {r.metric for r in out} and isinstance(data.get("error_summary"), list):
+        n = float(sum(number(e.get("count")) or 0.0 for e in data["error_summary"] if isinstance(e, dict)))
+        out.append(ImportedResult("failed_requests", n, "1", config, {"source_key": "error_summary[].count",
+                                                                     "source_value": n, "source_unit": "requests"}))
+    return out
+
+
+def _avg_seconds(rec: dict[str, Any]) -> float | None:
+    v = number(rec.get("avg"))
+    return None if v is None else v * TIME_UNIT_TO_S.get(str(rec.get("unit")), 1.0)

@@ -1,0 +1,124 @@
+"""GuideLLM ``benchmarks.json`` into one run, one load level per benchmark (the schema: vllm-project/guidellm
+``src/guidellm/benchmark/schemas/generative/report.py`` ``GenerativeBenchmarksReport``: ``metadata``, ``args``,
+``benchmarks``; each benchmark's ``config.strategy`` and ``metrics``, ``metrics.py`` ``GenerativeMetrics``; older
+reports keep the strategy under ``args.strategy``).
+
+Every metric is a ``StatusDistributionSummary``: ``successful``/``incomplete``/``errored``/``total`` each a
+``DistributionSummary`` (``mean``, ``median``, ``std_dev``, ``percentiles.p001``...``p999``). Only ``successful``
+is stored (vLLM's statistics are over successful requests too), under gpumatch's SI names
+(:data:`gpumatch.metric_names.GUIDELLM_LATENCIES`, ``GUIDELLM_RATES``); each result's ``config`` is the level
+(``case: serve``, ``strategy``, ``request_rate`` or ``max_concurrency``) so levels stay apart and pair with a
+gpumatch run at the same load; ``extra`` keeps the source path, value and unit. Times are Unix seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from gpumatch.errors import InputError
+from gpumatch.metric_names import DIST_STATS, GUIDELLM_LATENCIES, GUIDELLM_RATES
+from gpumatch.store.formats import ImportedResult, ImportedRun, number, obj
+
+
+def parse_guidellm(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
+    """A GuideLLM report as an :class:`ImportedRun` (InputError when no benchmark holds a latency metric)."""
+    benchmarks = data.get("benchmarks")
+    if not isinstance(benchmarks, list) or not benchmarks:
+        raise InputError(f"{source['file']}: a GuideLLM report without benchmarks",
+                         "give the benchmarks.json 'guidellm benchmark' wrote")
+    results: list[ImportedResult] = []
+    levels, starts, ends = [], [], []
+    for i, bench in enumerate(benchmarks):
+        if not isinstance(bench, dict) or not isinstance(bench.get("metrics"), dict):
+            raise InputError(f"{source['file']}: benchmark {i} has no metrics", "give an unmodified benchmarks.json")
+        config = _level(bench)
+        levels.append(config)
+        results += _results(bench["metrics"], config, f"benchmarks[{i}].metrics")
+        results += _totals(bench, config, i)
+        start, end = _times(bench)
+        starts += [start] if start is not None else []
+        ends += [end] if end is not None else []
+    if not any(r.metric.startswith(("ttft", "tpot", "e2e")) for r in results):
+        raise InputError(f"{source['file']}: a GuideLLM report without latency metrics (time_to_first_token_ms...)",
+                         "give the benchmarks.json 'guidellm benchmark' wrote")
+    args = obj(data.get("args"))
+    meta = obj(data.get("metadata"))
+    model = args.get("model") or "unknown model"
+    manifest = {"source": {**source, "tool": "guidellm benchmark",
+                           "tool_version": meta.get("guidellm_version")},
+                "model": args.get("model"), "target": args.get("target"), "levels": levels}
+    started = datetime.fromtimestamp(min(starts), UTC) if starts else datetime.now(UTC)
+    duration = max(ends) - min(starts) if starts and ends else None
+    config = {"case": "serve", "profile": args.get("profile"), "levels": len(levels)}
+    return ImportedRun(f"serve {model} (guidellm)", manifest, config, results, started, duration)
+
+
+def _level(bench: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark's load as a result config: the strategy type and its rate (req/s) or streams."""
+    holder = obj(bench.get("config")) or obj(bench.get("args"))
+    strategy = holder.get("strategy")
+    if not isinstance(strategy, dict):
+        return {"case": "serve", "strategy": "unknown"}
+    kind = str(strategy.get("type_", "unknown"))
+    config: dict[str, Any] = {"case": "serve", "strategy": kind}
+    if number(strategy.get("rate")) is not None:
+        config["request_rate"] = strategy["rate"]
+    if number(strategy.get("streams")) is not None:
+        config["max_concurrency"] = strategy["streams"]
+    if kind == "synchronous":
+        config["max_concurrency"] = 1
+    return config
+
+
+def _results(metrics: dict[str, Any], config: dict[str, Any], where: str) -> list[ImportedResult]:
+    out = []
+    for key, (base, factor) in GUIDELLM_LATENCIES.items():
+        for stat, value, path in _stats(metrics.get(key), f"{where}.{key}.successful"):
+            out.append(ImportedResult(f"{base}_{stat}_s", value * factor, "s", config,
+                                      {"source_key": path, "source_value": value,
+                                       "source_unit": "ms" if key.endswith("_ms") else "s"}))
+    for key, (name, unit) in GUIDELLM_RATES.items():
+        mean = number(obj(obj(metrics.get(key)).get("successful")).get("mean"))
+        if mean is not None:
+            out.append(ImportedResult(name, mean, unit, config, {"source_key": f"{where}.{key}.successful.mean",
+                                                                 "source_value": mean, "source_unit": unit}))
+    return out
+
+
+def _stats(dist: Any, path: str) -> list[tuple[str, float, str]]:
+    """(gpumatch stat, value, source path) of one status distribution's ``successful`` summary."""
+    summary = dist.get("successful") if isinstance(dist, dict) else None
+    if not isinstance(summary, dict):
+        return []
+    found = [(DIST_STATS[k], v, f"{path}.{k}") for k in ("mean", "median", "std_dev")
+             if (v := number(summary.get(k))) is not None]
+    pct = obj(summary.get("percentiles"))
+    found += [(DIST_STATS[k], v, f"{path}.percentiles.{k}") for k in pct
+              if k in DIST_STATS and k != "p50" and (v := number(pct[k])) is not None]
+    return found
+
+
+def _totals(bench: dict[str, Any], config: dict[str, Any], i: int) -> list[ImportedResult]:
+    """Completed and failed request counts (``metrics.request_totals``; older reports: ``request_totals``)."""
+    metrics = bench["metrics"]
+    totals, where = metrics.get("request_totals"), f"benchmarks[{i}].metrics.request_totals"
+    if not isinstance(totals, dict):
+        totals, where = bench.get("request_totals"), f"benchmarks[{i}].request_totals"
+    if not isinstance(totals, dict):
+        return []
+    out = []
+    for key, name in (("successful", "completed_requests"), ("errored", "failed_requests"),
+                      ("incomplete", "incomplete_requests")):
+        if (v := number(totals.get(key))) is not None:
+            out.append(ImportedResult(name, v, "1", config, {"source_key": f"{where}.{key}", "source_value": v,
+                                                             "source_unit": "requests"}))
+    return out
+
+
+def _times(bench: dict[str, Any]) -> tuple[float | None, float | None]:
+    """The measured window (Unix s): ``start_time``/``end_time``, else ``scheduler_metrics.measure_*``."""
+    sched = obj(bench.get("scheduler_metrics"))
+    start = number(bench.get("start_time")) or number(sched.get("measure_start_time"))
+    end = number(bench.get("end_time")) or number(sched.get("measure_end_time"))
+    return start, end
