@@ -99,6 +99,8 @@ class LevelResult:
     aborted: str = ""
     start_s: float = 0.0
     """The level's time 0, in seconds from the run's start."""
+    energy: dict[str, Any] = field(default_factory=dict)
+    """The serving GPU's energy over the level (:mod:`.energy`); empty when the server publishes none."""
 
     @property
     def client_bound(self) -> bool:
@@ -121,7 +123,7 @@ class LevelResult:
                              "client_checked": self.client_checked,
                              "client_self_test": self.check.to_dict() if self.check else None,
                              "client_lag_in_run": self.in_run_lag or None,
-                             "errors": metrics.error_counts(self.records), **self.prediction}
+                             "errors": metrics.error_counts(self.records), **self.energy, **self.prediction}
         if "predicted" in self.prediction:
             d["ratio"] = ratios(self.summary, self.prediction)
         if raw:
@@ -303,12 +305,18 @@ def _predicted_tpot(setup: PredictionSetup, level: Level, n: int) -> float | Non
 
 def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionSetup, check: ClientCheck | None,
              run_t0: float) -> LevelResult:
+    from gpumatch.lab.loadgen import energy
+
     specs = level_specs(req, level)
+    t0 = time.time()
     run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight)
+    t1 = time.time()
     summary = metrics.summarize(run.records, req.slo)
+    doc = energy.fetch(target.base_url, t0, req.api_key)
+    joined = energy.level_energy(doc, t0, t1, int(summary.get("total_output_tokens") or 0)) if doc else {}
     return LevelResult(level, summary, predict_level(setup, level, len(specs)), check,
                        lag_reason(run.records, req.limits), run.records, run.not_sent, run.aborted,
-                       run.t0 - run_t0)
+                       run.t0 - run_t0, joined)
 
 
 def _record(rec: Any, lv: LevelResult) -> None:
@@ -335,6 +343,12 @@ def _record(rec: Any, lv: LevelResult) -> None:
         if key in predicted:
             extra.update(predicted=predicted[key] * scale, ratio=ratio.get(key))
         rec.add_result(metric, value * scale, unit, config=cfg, extra=extra)
+    for key, unit in (("energy_per_output_token_j", "J/token"), ("energy_net_per_output_token_j", "J/token"),
+                      ("power_w_mean", "W")):
+        if lv.energy.get(key) is not None:
+            rec.add_result(key, lv.energy[key], unit, config=cfg,
+                           extra={k: v for k, v in lv.energy.items() if not k.startswith("energy_per")
+                                  and not k.startswith("energy_net")})
     rec.add_event(base, "level", lv.to_dict(raw=False))
 
 
