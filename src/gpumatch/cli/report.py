@@ -23,17 +23,22 @@ Examples:
   gpumatch report examples/chat-70b-serving.toml --html chat.html
   gpumatch report --model llama-3.1-8b --task serve --concurrency 16 --max-gpus 2 --html plan.html
   gpumatch report --run 1 --run 2 --store results.sqlite --html runs.html
+  gpumatch report --run 1 --run 2 --store results.sqlite --format csv
   gpumatch report examples/lora-8b-workstation.toml
 
 The page works offline (no script, no network; plots are inline SVG) and stays under 5 MB: per shortlisted card
 the roofline with the workload's operators, memory growth with the card's capacity, the experiment plan and the
 procurement re-check list; per run predicted vs measured, power/clock/temperature with throttling shaded, and
-the decode load curve. Planning needs no GPU and no store.
+the decode load curve. With two bench runs or more (say on two cards), they also come side by side against the
+first: tokens/s, TPOT, TTFT, peak memory, mean power, J/token gross and net, $/M tokens at the card's on-demand
+price, the verdicts, predicted/measured, with 95% bootstrap intervals where raw timings are stored and * where
+a run differs significantly from the first. --format json gives all the data, csv the side-by-side rows.
+Planning needs no GPU and no store.
 """
 
 _OPT = typer.Option
 FLAGS: dict[str, Flag] = {
-    **{k: v for k, v in plan_cli.FLAGS.items() if k not in ("fmt", "verbose")},
+    **{k: v for k, v in plan_cli.FLAGS.items() if k != "verbose"},
     "run": Flag(list[int], _OPT(None, "--run", help="A stored bench run to include (repeat).")),
     "html": Flag(str, _OPT(None, "--html", help="Write the HTML page to this file.")),
     "force": Flag(bool, _OPT(False, "--force", help="Overwrite the --html file if it exists.")),
@@ -66,4 +71,20 @@ def report_cmd(**given: Any) -> None:
         return
     from gpumatch.report.html import report_text
 
-    emit(report_text(data, plain))
+    if given["fmt"] is Format.json:
+        from gpumatch.report.render import to_json
+
+        emit(to_json(data))
+    elif given["fmt"] is Format.csv:
+        emit(_csv(data))
+    else:
+        emit(report_text(data, plain))
+
+
+def _csv(data: dict[str, Any]) -> str:
+    from gpumatch.errors import InputError
+    from gpumatch.report.sidebyside import side_by_side_csv
+
+    if not data.get("side_by_side"):
+        raise InputError("--format csv gives the runs side by side", "give two bench runs or more: --run A --run B")
+    return side_by_side_csv(data["side_by_side"])

@@ -9,6 +9,8 @@
   capacity (:func:`gpumatch.estimate.memory_curve`), the experiment plan and the procurement re-check list.
 - ``runs``: per stored bench run, its results (measured, predicted, ratio), its telemetry over time with the
   throttle reasons decoded, and the decode load ladder (tokens/s and J/token over batch).
+- ``side_by_side``: with two bench runs or more, the runs side by side against the first
+  (:func:`gpumatch.lab.sidebyside.side_by_side`); None otherwise.
 
 Planning needs no GPU, no torch and no store: a report of a plan alone reads nothing but the catalog.
 """
@@ -52,6 +54,11 @@ def build_report(query: ReportQuery) -> dict[str, Any]:
     if query.plan is not None:
         out["plan"] = plan_section(query)
     out["runs"] = [run_section(query.store, r) for r in query.run_ids]
+    out["side_by_side"] = None
+    if len(query.run_ids) >= 2 and all(r["run"].get("kind") == "bench" for r in out["runs"]):
+        from gpumatch.lab.sidebyside import side_by_side
+
+        out["side_by_side"] = side_by_side(query.store, query.run_ids)
     name = (out["plan"] or {}).get("request", {}).get("name") or ""
     out["title"] = query.title or (f"gpumatch report: {name}" if name else "gpumatch report")
     return out

@@ -219,6 +219,8 @@ def _toc(data: dict[str, Any]) -> str:
     if data["plan"]:
         items += ['<li><a href="#plan">Plan</a> · <a href="#shortlist">shortlist</a> · <a href="#picks">picks</a>'
                   ' · <a href="#rejected">failed configurations</a></li>']
+    if data.get("side_by_side"):
+        items.append('<li><a href="#side-by-side">Runs side by side</a></li>')
     items += [f'<li><a href="#run-{r["run"]["run_id"]}">Run {r["run"]["run_id"]}</a></li>' for r in data["runs"]]
     return f'<nav class="toc"><strong>Contents</strong><ul>{"".join(items)}</ul></nav>'
 
@@ -230,6 +232,10 @@ def report_html(data: dict[str, Any], plain_plan: str = "") -> str:
             "</header>", _toc(data)]
     if data["plan"]:
         body.append(plan_html(data["plan"], plain_plan))
+    if data.get("side_by_side"):
+        from gpumatch.report.sidebyside import side_by_side_html
+
+        body.append(side_by_side_html(data["side_by_side"]))
     body += [run_html(r) for r in data["runs"]]
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -259,6 +265,10 @@ def report_text(data: dict[str, Any], plain_plan: str = "") -> str:
     from gpumatch.report.bench import show_text
 
     parts = [plain_plan] if plain_plan else []
+    if data.get("side_by_side"):
+        from gpumatch.report.sidebyside import side_by_side_text
+
+        parts.append(side_by_side_text(data["side_by_side"]))
     for r in data["runs"]:
         parts.append(show_text(r))
     parts.append("(add --html FILE for the page with plots)")
