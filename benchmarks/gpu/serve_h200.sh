@@ -2,15 +2,18 @@
 # gpumatch serve on one GPU (Llama-3.1-8B shape, random weights) under gpumatch bench serve: a closed-loop
 # concurrency ladder 1..256 and an open-loop Poisson rate sweep, recorded in one store, as JSON with vLLM's
 # field names, with gpumatch's prediction (engine profile 'gpumatch') beside each level.
+# Each level's energy (gross and idle-subtracted, from the server's NVML telemetry) is stored beside it.
 # Usage (device): OUT=dir bash benchmarks/gpu/serve_h200.sh   (expects gpumatch importable: PYTHONPATH=src)
+# TAG (default 2026-12-05-h200-serve) names the files; SERVE_ARGS is added to `gpumatch serve` (e.g.
+# --no-compile for the uncompiled server of the first 2026-12-05 run).
 set -u
 G="python3 -m gpumatch"
-S=$OUT/2026-12-05-h200-serve.sqlite
-D=2026-12-05-h200-serve
+D=${TAG:-2026-12-05-h200-serve}
+S=$OUT/$D.sqlite
 $G serve --model llama-3.1-8b --max-num-seqs 256 --max-model-len 2048 --max-num-batched-tokens 8192 \
-  --port 8000 > "$OUT/$D-server.log" 2>&1 &
+  --port 8000 ${SERVE_ARGS:-} > "$OUT/$D-server.log" 2>&1 &
 SERVER=$!
-for i in $(seq 1 240); do
+for i in $(seq 1 400); do
   curl -sf http://127.0.0.1:8000/health > /dev/null && break
   kill -0 $SERVER 2>/dev/null || { echo "server died"; tail -30 "$OUT/$D-server.log"; exit 1; }
   sleep 1
@@ -22,7 +25,7 @@ C="$C --prompt-tokens 512 --output-tokens 128 --store $S"
 timeout 200 $G bench serve $C -c 1,4 -n 32 --out "$OUT/$D-c1-4.json" | tail -25
 timeout 150 $G bench serve $C -c 16,64 -n 256 --out "$OUT/$D-c16-64.json" | tail -25
 timeout 150 $G bench serve $C -c 256 -n 768 --out "$OUT/$D-c256.json" | tail -25
-timeout 200 $G bench serve $C --rate 4,16,64 -n 256 --out "$OUT/$D-rates.json" | tail -25
+timeout 200 $G bench serve $C --rate 4,16,32 -n 96 --out "$OUT/$D-rates.json" | tail -25
 curl -s http://127.0.0.1:8000/metrics | grep -v "^#" | head -30
 kill -INT $SERVER; wait $SERVER; echo "server rc=$?"
 tail -5 "$OUT/$D-server.log"

@@ -39,6 +39,8 @@ def serve_cmd(
     device: str = typer.Option("auto", "--device", help="auto, cuda, cuda:N or cpu."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--enforce-eager",
                                      help="Capture decode CUDA graphs (GPU) or run every pass eagerly."),
+    compile_: bool | None = typer.Option(None, "--compile/--no-compile",
+                                         help="torch.compile the layers (default: on a GPU; slower start)."),
     idle_s: float = typer.Option(3.0, "--idle-seconds", help="Idle power measured before serving (GPU; 0: skip)."),
 ) -> None:
     from gpumatch.lab.serve import Listening, ServeOptions, check_options, serve
@@ -47,7 +49,7 @@ def serve_cmd(
     opts = ServeOptions(model=model, hf_config=hf_config, tiny=tiny, host=host, port=port,
                         max_num_seqs=max_num_seqs, max_model_len=max_model_len,
                         max_num_batched_tokens=max_num_batched_tokens, dtype=dtype, device=device,
-                        cuda_graphs=cuda_graphs, idle_s=idle_s)
+                        cuda_graphs=cuda_graphs, compile=compile_, idle_s=idle_s)
     check_options(opts)
     sys.stderr.write("gpumatch: building the model and its KV cache...\n")
 

@@ -41,6 +41,8 @@ class ServeOptions:
     dtype: str = "auto"
     device: str = "auto"
     cuda_graphs: bool = True
+    compile: bool | None = None
+    """torch.compile the layers; None: on a CUDA device only."""
     idle_s: float = DEFAULT_IDLE_S
     seed: int = 0
 
@@ -122,7 +124,7 @@ def build(o: ServeOptions, load_weights: Callable[[Any], None] | None = None) ->
                                      "pip install 'gpumatch[bench,serve]'") from e
     cfg = EngineConfig(shape=model_shape(o), max_num_seqs=o.max_num_seqs, max_model_len=o.max_model_len,
                        max_num_batched_tokens=o.max_num_batched_tokens, dtype=o.dtype, device=o.device,
-                       cuda_graphs=o.cuda_graphs, seed=o.seed)
+                       cuda_graphs=o.cuda_graphs, compile=o.compile, seed=o.seed)
     try:
         return build_engine(cfg, load_weights)
     except ValueError as e:

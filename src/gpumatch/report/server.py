@@ -19,7 +19,8 @@ def listening_text(lst: Listening) -> str:
         f"on {i['device']}",
         f"  KV cache {i['slots']} slots x {i['max_model_len']} tokens ({i['kv_cache_bytes'] / GIB:.2f} GiB), "
         f"budget {i['max_num_batched_tokens']} tokens/pass",
-        f"  graphs   {i['cuda_graphs']} decode CUDA graphs; telemetry {tele}",
+        f"  graphs   {i['cuda_graphs']} decode CUDA graphs, "
+        f"{'compiled' if i.get('compiled') else 'uncompiled'} layers; telemetry {tele}",
         f"  try      curl {lst.url}/v1/models   (Ctrl-C stops)",
     ]
     return "\n".join(line if len(line) <= 80 else line[:79] + "…" for line in lines)

@@ -106,7 +106,10 @@ def build_engine(cfg: EngineConfig, load_weights: Callable[[Llama], None] | None
     if load_weights is not None:
         load_weights(model)
     slots, warnings = fitting_slots(model, cfg, dev)
-    runner = Runner(model, slots, cfg.max_model_len, use_graphs=cfg.cuda_graphs)
+    compile_ = cfg.compile if cfg.compile is not None else dev.type == "cuda"
+    runner = Runner(model, slots, cfg.max_model_len, use_graphs=cfg.cuda_graphs, compile=compile_)
+    if runner.compile_error:
+        warnings.append(f"torch.compile failed, the layers run uncompiled: {runner.compile_error}")
     if runner.graph_error:
         warnings.append(f"CUDA graph capture failed, decode runs eagerly: {runner.graph_error}")
     sched = Scheduler(slots, cfg.max_model_len, cfg.max_num_batched_tokens)
@@ -115,7 +118,7 @@ def build_engine(cfg: EngineConfig, load_weights: Callable[[Llama], None] | None
         params=shape.params_total, slots=slots, max_model_len=cfg.max_model_len,
         max_num_batched_tokens=cfg.max_num_batched_tokens,
         kv_cache_bytes=kv_cache_bytes(model, slots, cfg.max_model_len),
-        cuda_graphs=len(runner.graphs), warnings=warnings)
+        cuda_graphs=len(runner.graphs), compiled=compile_ and runner.compile_error is None, warnings=warnings)
     return Engine(runner, sched, info, cfg.eos_token_id)
 
 

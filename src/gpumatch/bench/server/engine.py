@@ -39,6 +39,8 @@ class EngineConfig:
     dtype: str = "auto"
     device: str = "auto"
     cuda_graphs: bool = True
+    compile: bool | None = None
+    """torch.compile the per-layer stretches (:mod:`gpumatch.bench.server.runner`); None: on a CUDA device."""
     seed: int = 0
     eos_token_id: int | None = None
 
@@ -85,6 +87,7 @@ class EngineInfo:
     max_num_batched_tokens: int
     kv_cache_bytes: int
     cuda_graphs: int
+    compiled: bool = False
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

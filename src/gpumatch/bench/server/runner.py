@@ -17,6 +17,13 @@ decode rows (the ``mixed`` pass of vLLM V1 / TensorRT-LLM in-flight batching). A
 
 Decode-only passes on CUDA replay a CUDA graph captured per (batch bucket, context bucket), batch buckets 1, 2,
 4, ... up to the slot count (the span is rounded up to a bucket); other passes, and every pass on a CPU, run eagerly.
+
+``compile`` (default on CUDA): the two per-layer stretches between cache and attention -- norm, QKV projection and
+RoPE before; output projection, residual, norm, MLP and residual after -- go through ``torch.compile`` (inductor,
+dynamic shapes: one compilation serves every pass size and every layer), so their elementwise work is fused
+instead of a dozen small kernels per layer. Cache writes and attention stay outside the compiled code (an in-place
+write to the cache inside it could be functionalised into a copy of the whole cache). Graphs capture the compiled
+code. A compilation failure leaves the runner eager and says why in :attr:`Runner.compile_error`.
 Sampling is greedy (argmax), done on the device; only the sampled ids come back to the host.
 
 Positions use RoPE tables of ``max_len + 1`` entries (:func:`gpumatch.bench.llama.rope_tables`).
@@ -25,6 +32,7 @@ Positions use RoPE tables of ``max_len + 1`` entries (:func:`gpumatch.bench.llam
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -77,7 +85,7 @@ class _Batch:
 class Runner:
     """Owns the cache and runs passes (module docstring). ``use_graphs``: capture decode graphs (CUDA only)."""
 
-    def __init__(self, model: Llama, slots: int, max_len: int, use_graphs: bool) -> None:
+    def __init__(self, model: Llama, slots: int, max_len: int, use_graphs: bool, compile: bool = False) -> None:
         s = model.s
         self.model, self.slots, self.max_len = model, slots, max_len
         self.dev, self.dtype = model.embed.weight.device, model.embed.weight.dtype
@@ -92,12 +100,44 @@ class Runner:
         self.graphs: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._static: dict[str, torch.Tensor] = {}
         self.graph_error: str | None = None
+        self.compile_error: str | None = None
+        self._pre: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = _pre_attention
+        self._post: Callable[..., torch.Tensor] = _post_attention
+        if compile:
+            self._compile()
         self._host: torch.Tensor | None = None
         if self.dev.type == "cuda":
             torch.cuda.set_device(self.dev)
             self._host = torch.empty(max(slots, 1) + 1, dtype=torch.long, pin_memory=True)
             if use_graphs:
                 self._capture_all()
+
+    def _compile(self) -> None:
+        """Compile the per-layer stretches (module docstring) and run one eager-vs-compiled check of a small pass;
+        on any failure go back to eager code and keep the reason."""
+        import torch._dynamo
+
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        pre, post = torch.compile(_pre_attention, dynamic=True), torch.compile(_post_attention, dynamic=True)
+        try:
+            with torch.inference_mode():
+                self._check_compiled(pre, post)
+        except Exception as exc:  # inductor raises many types (BackendCompilerFailed, CalledProcessError, ...)
+            self.compile_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            return
+        self._pre, self._post = pre, post
+
+    def _check_compiled(self, pre: Callable[..., Any], post: Callable[..., Any]) -> None:
+        """Compile for passes of 1 and 3 rows and compare with the eager stretches of layer 0 (bf16 tolerance)."""
+        s, block = self.model.s, cast(Block, self.model.layers[0])
+        for n in (3, 1):
+            x = torch.randn(n, s.hidden, device=self.dev, dtype=self.dtype)
+            cs = self.rope[:, :n].unsqueeze(2)
+            want, got = _pre_attention(block, x, cs, s.heads, s.kv_heads), pre(block, x, cs, s.heads, s.kv_heads)
+            o = torch.randn(n, s.heads * s.head_dim, device=self.dev, dtype=self.dtype)
+            for a, b in zip((*want, _post_attention(block, x, o)), (*got, post(block, x, o)), strict=True):
+                if not torch.allclose(a.float(), b.float(), rtol=5e-2, atol=5e-2):
+                    raise RuntimeError(f"compiled layer differs from eager at {n} rows")
 
     def bind_thread(self) -> None:
         """Make the calling thread's current CUDA device the runner's (the engine thread calls it first)."""
@@ -187,13 +227,10 @@ class Runner:
     def _layer(self, block: Block, i: int, x: torch.Tensor, cos_sin: torch.Tensor, b: _Batch,
                mask: torch.Tensor | None) -> torch.Tensor:
         s = self.model.s
-        n, g = x.shape[0], self.group
-        q, k, v = block.attn.wqkv(block.attn_norm(x)).split(
-            [s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim], -1)
-        q = _rotate(q.view(n, s.heads, s.head_dim), cos_sin)
-        k = _rotate(k.view(n, s.kv_heads, s.head_dim), cos_sin)
+        g = self.group
+        q, k, v = self._pre(block, x, cos_sin, s.heads, s.kv_heads)
         self.k[i].index_copy_(0, b.write_rows, k)
-        self.v[i].index_copy_(0, b.write_rows, v.view(n, s.kv_heads, s.head_dim))
+        self.v[i].index_copy_(0, b.write_rows, v)
         kc, vc = self._view(self.k[i]), self._view(self.v[i])
         outs = []
         if b.span:
@@ -203,9 +240,7 @@ class Runner:
         for off, slot, start, t in b.chunks:
             outs.append(self._chunk_attention(q[off: off + t], kc[slot], vc[slot], start, t))
         o = outs[0] if len(outs) == 1 else torch.cat(outs)
-        x = x + block.attn.wo(o)
-        y: torch.Tensor = x + block.mlp(block.mlp_norm(x))
-        return y
+        return self._post(block, x, o)
 
     def _chunk_attention(self, q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, start: int, t: int) -> torch.Tensor:
         """Causal attention of a chunk's queries ``q`` (t, H, D) at positions start..start+t-1 over its slot."""
@@ -274,6 +309,21 @@ class Runner:
         graph.replay()
         ids = self._to_host(out)
         return [ids[s.slot] for s in plan.decode]
+
+
+def _pre_attention(block: Block, x: torch.Tensor, cos_sin: torch.Tensor, heads: int,
+                   kv_heads: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Norm, fused QKV projection and RoPE of ``x`` (n, hidden): q (n, heads, D), k and v (n, kv_heads, D)."""
+    n = x.shape[0]
+    d = block.attn.wqkv.out_features // (heads + 2 * kv_heads)
+    q, k, v = block.attn.wqkv(block.attn_norm(x)).split([heads * d, kv_heads * d, kv_heads * d], -1)
+    return _rotate(q.view(n, heads, d), cos_sin), _rotate(k.view(n, kv_heads, d), cos_sin), v.view(n, kv_heads, d)
+
+
+def _post_attention(block: Block, x: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+    """Output projection and residual, then norm, MLP and residual: the layer's output (n, hidden)."""
+    x = x + block.attn.wo(o)
+    return x + block.mlp(block.mlp_norm(x))  # type: ignore[no-any-return]
 
 
 def _rotate(x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:

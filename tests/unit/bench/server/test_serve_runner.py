@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpumatch.bench.llama import build_model, rope_tables  # noqa: E402
+from gpumatch.bench.server import runner as runner_mod  # noqa: E402
 from gpumatch.bench.server.runner import Runner, buckets, context_buckets  # noqa: E402
 from gpumatch.bench.server.scheduler import Scheduler, Seq  # noqa: E402
 from gpumatch.bench.shapes import tiny_shape  # noqa: E402
@@ -26,11 +27,14 @@ def _reference(model: torch.nn.Module, prompt: list[int], n: int) -> list[int]:
     return toks[len(prompt):]
 
 
-def test_mixed_passes_match_full_causal_passes() -> None:
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_mixed_passes_match_full_causal_passes(compiled: bool) -> None:
+    """Also with the layers through torch.compile (inductor on the CPU): the same greedy tokens."""
     torch.manual_seed(0)
     model = build_model(tiny_shape(), torch.device("cpu"), torch.float32)
-    sched, runner = Scheduler(4, 64, 7), Runner(model, 4, 64, use_graphs=True)  # no graphs on a CPU
-    assert runner.graphs == {}
+    sched, runner = Scheduler(4, 64, 7), Runner(model, 4, 64, use_graphs=True, compile=compiled)  # no CPU graphs
+    assert runner.graphs == {} and runner.compile_error is None
+    assert (runner._pre is not runner_mod._pre_attention) == compiled
     rng = random.Random(1)
     seqs = [Seq(i, [rng.randrange(512) for _ in range(rng.randint(3, 15))], rng.randint(1, 12)) for i in range(7)]
     pending, kinds, it = list(seqs[3:]), [], 0
@@ -47,6 +51,19 @@ def test_mixed_passes_match_full_causal_passes() -> None:
     assert {"prefill", "mixed", "decode"} <= set(kinds)
     for s in seqs:
         assert s.out == _reference(model, s.prompt, s.max_tokens), s.rid
+
+
+def test_a_compile_failure_leaves_the_runner_eager_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(fn: object, **kw: object) -> object:
+        def call(*a: object, **k: object) -> object:
+            raise RuntimeError("inductor: no C compiler")
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken)
+    model = build_model(tiny_shape(), torch.device("cpu"), torch.float32)
+    runner = Runner(model, 2, 32, use_graphs=False, compile=True)
+    assert runner.compile_error == "RuntimeError: inductor: no C compiler"
+    assert runner._pre is runner_mod._pre_attention and runner._post is runner_mod._post_attention
 
 
 def test_bucket_tables() -> None:
