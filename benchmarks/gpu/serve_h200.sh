@@ -4,7 +4,7 @@
 # field names, with gpumatch's prediction (engine profile 'gpumatch') beside each level.
 # Each level's energy (gross and idle-subtracted, from the server's NVML telemetry) is stored beside it.
 # Usage (device): OUT=dir bash benchmarks/gpu/serve_h200.sh   (expects gpumatch importable: PYTHONPATH=src)
-# TAG (default 2026-12-05-h200-serve) names the files; SERVE_ARGS is added to `gpumatch serve` (e.g.
+# GPU (default h200) is the catalog card the predictions are for. TAG (default 2026-12-05-h200-serve) names the files; SERVE_ARGS is added to `gpumatch serve` (e.g.
 # --no-compile for the uncompiled server of the first 2026-12-05 run).
 set -u
 G="python3 -m gpumatch"
@@ -20,7 +20,7 @@ for i in $(seq 1 400); do
 done
 echo "server up after ${i} s"; head -8 "$OUT/$D-server.log"
 M=$(curl -s http://127.0.0.1:8000/v1/models | python3 -c "import json,sys; print(json.load(sys.stdin)['data'][0]['id'])")
-C="--endpoint http://127.0.0.1:8000 --model $M --arch llama-3.1-8b --gpu h200 --engine gpumatch"
+C="--endpoint http://127.0.0.1:8000 --model $M --arch llama-3.1-8b --gpu ${GPU:-h200} --engine gpumatch"
 C="$C --prompt-tokens 512 --output-tokens 128 --store $S"
 timeout 200 $G bench serve $C -c 1,4 -n 32 --out "$OUT/$D-c1-4.json" | tail -25
 timeout 150 $G bench serve $C -c 16,64 -n 256 --out "$OUT/$D-c16-64.json" | tail -25

@@ -43,6 +43,8 @@ from gpumatch.bench.llama import Block, Llama, rope_tables
 from gpumatch.bench.server.scheduler import Plan
 
 MIN_CONTEXT_BUCKET = 16
+COMPILED_REL_L2_MAX = 2e-2
+"""Largest relative L2 error of a compiled stretch against eager code: a few bf16 ulps (2^-8 = 3.9e-3 each)."""
 
 
 def buckets(top: int, low: int = 1) -> list[int]:
@@ -128,7 +130,9 @@ class Runner:
         self._pre, self._post = pre, post
 
     def _check_compiled(self, pre: Callable[..., Any], post: Callable[..., Any]) -> None:
-        """Compile for passes of 1 and 3 rows and compare with the eager stretches of layer 0 (bf16 tolerance)."""
+        """Compile for passes of 1 and 3 rows and compare with the eager stretches of layer 0: relative L2 error
+        of each output below :data:`COMPILED_REL_L2_MAX` (fusion reorders bf16 roundings; elementwise bounds
+        fail on random weights whose outputs reach tens)."""
         s, block = self.model.s, cast(Block, self.model.layers[0])
         for n in (3, 1):
             x = torch.randn(n, s.hidden, device=self.dev, dtype=self.dtype)
@@ -136,8 +140,9 @@ class Runner:
             want, got = _pre_attention(block, x, cs, s.heads, s.kv_heads), pre(block, x, cs, s.heads, s.kv_heads)
             o = torch.randn(n, s.heads * s.head_dim, device=self.dev, dtype=self.dtype)
             for a, b in zip((*want, _post_attention(block, x, o)), (*got, post(block, x, o)), strict=True):
-                if not torch.allclose(a.float(), b.float(), rtol=5e-2, atol=5e-2):
-                    raise RuntimeError(f"compiled layer differs from eager at {n} rows")
+                err = float((a.float() - b.float()).norm() / a.float().norm().clamp_min(1e-30))
+                if not err < COMPILED_REL_L2_MAX:
+                    raise RuntimeError(f"compiled layer differs from eager at {n} rows (relative L2 {err:.2g})")
 
     def bind_thread(self) -> None:
         """Make the calling thread's current CUDA device the runner's (the engine thread calls it first)."""
