@@ -4,11 +4,14 @@
 # field names, with gpumatch's prediction (engine profile 'gpumatch') beside each level.
 # Each level's energy (gross and idle-subtracted, from the server's NVML telemetry) is stored beside it.
 # Usage (device): OUT=dir bash benchmarks/gpu/serve_h200.sh   (expects gpumatch importable: PYTHONPATH=src)
-# GPU (default h200) is the catalog card the predictions are for. TAG (default 2026-12-05-h200-serve) names the files; SERVE_ARGS is added to `gpumatch serve` (e.g.
+# GPU: the catalog card the predictions are for (default: detected by bench serve from nvidia-smi). TAG (default
+# DATE-CARD-serve, the card from nvidia-smi) names the files; SERVE_ARGS is added to `gpumatch serve` (e.g.
 # --no-compile for the uncompiled server of the first 2026-12-05 run).
 set -u
 G="python3 -m gpumatch"
-D=${TAG:-2026-12-05-h200-serve}
+CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|b200|a100|l40s' \
+  | head -1 | tr 'A-Z' 'a-z')
+D=${TAG:-$(date +%F)-${CARD:-gpu}-serve}
 S=$OUT/$D.sqlite
 $G serve --model llama-3.1-8b --max-num-seqs 256 --max-model-len 2048 --max-num-batched-tokens 8192 \
   --port 8000 ${SERVE_ARGS:-} > "$OUT/$D-server.log" 2>&1 &
@@ -20,7 +23,7 @@ for i in $(seq 1 400); do
 done
 echo "server up after ${i} s"; head -8 "$OUT/$D-server.log"
 M=$(curl -s http://127.0.0.1:8000/v1/models | python3 -c "import json,sys; print(json.load(sys.stdin)['data'][0]['id'])")
-C="--endpoint http://127.0.0.1:8000 --model $M --arch llama-3.1-8b --gpu ${GPU:-h200} --engine gpumatch"
+C="--endpoint http://127.0.0.1:8000 --model $M --arch llama-3.1-8b ${GPU:+--gpu $GPU} --engine gpumatch"
 C="$C --prompt-tokens 512 --output-tokens 128 --store $S"
 timeout 200 $G bench serve $C -c 1,4 -n 32 --out "$OUT/$D-c1-4.json" | tail -25
 timeout 150 $G bench serve $C -c 16,64 -n 256 --out "$OUT/$D-c16-64.json" | tail -25
