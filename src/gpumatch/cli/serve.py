@@ -23,11 +23,14 @@ HELP = (
 
 
 _HF = typer.Option(None, "--hf-config", help="A local Hugging Face config.json to serve.")
+_WEIGHTS = typer.Option(None, "--weights", help="A local Hugging Face folder (config.json, *.safetensors, "
+                        "tokenizer.json): serve its weights, tokenizer and EOS id. Nothing is downloaded.")
 
 
 def serve_cmd(
     model: str = typer.Option(None, "--model", help="A built-in dense model (default llama-3.1-8b's shape)."),
     hf_config: Path | None = _HF,
+    weights: Path | None = _WEIGHTS,
     tiny: bool = typer.Option(False, "--tiny", help="A 2-layer stand-in (CPU tests and smoke runs)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default)."),
     port: int = typer.Option(8000, "--port", help="Port (0: any free one)."),
@@ -46,7 +49,7 @@ def serve_cmd(
     from gpumatch.lab.serve import Listening, ServeOptions, check_options, serve
     from gpumatch.report.server import listening_text
 
-    opts = ServeOptions(model=model, hf_config=hf_config, tiny=tiny, host=host, port=port,
+    opts = ServeOptions(model=model, hf_config=hf_config, weights=weights, tiny=tiny, host=host, port=port,
                         max_num_seqs=max_num_seqs, max_model_len=max_model_len,
                         max_num_batched_tokens=max_num_batched_tokens, dtype=dtype, device=device,
                         cuda_graphs=cuda_graphs, compile=compile_, idle_s=idle_s)

@@ -32,6 +32,9 @@ class ServeOptions:
 
     model: str | None = None
     hf_config: Path | None = None
+    weights: Path | None = None
+    """A local Hugging Face folder (config.json, safetensors, tokenizer.json): its architecture, its weights and,
+    when present, its tokenizer and end-of-sequence id."""
     tiny: bool = False
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -72,10 +75,11 @@ def is_loopback(host: str) -> bool:
 
 def check_options(o: ServeOptions) -> list[str]:
     """InputError for a bad option; the warnings for risky ones (a non-loopback bind)."""
-    if o.model and o.hf_config:
-        raise InputError("give --model or --hf-config, not both")
-    if o.tiny and (o.model or o.hf_config):
-        raise InputError("--tiny serves a 2-layer stand-in; leave out --model/--hf-config with it")
+    if sum(x is not None for x in (o.model, o.hf_config, o.weights)) > 1:
+        raise InputError("give one of --model, --hf-config and --weights", "--weights takes the architecture from "
+                         "the folder's config.json")
+    if o.tiny and (o.model or o.hf_config or o.weights):
+        raise InputError("--tiny serves a 2-layer stand-in; leave out --model/--hf-config/--weights with it")
     for name, v in (("--max-num-seqs", o.max_num_seqs), ("--max-model-len", o.max_model_len),
                     ("--max-num-batched-tokens", o.max_num_batched_tokens)):
         if v < 1:
@@ -88,16 +92,54 @@ def check_options(o: ServeOptions) -> list[str]:
         raise InputError(f"unknown --device {o.device!r}", "one of auto, cpu, cuda, cuda:N")
     if o.idle_s < 0 or o.idle_s > 60:
         raise InputError(f"--idle-seconds must be 0-60, not {o.idle_s}")
+    check_weights(o)  # headers only: a bad folder is refused before anything is built
     if is_loopback(o.host):
         return []
     return [f"listening on {o.host}, not loopback: anyone who reaches this machine can use the server "
             "(it has no authentication)"]
 
 
-def model_shape(o: ServeOptions) -> dict[str, Any]:
-    """The served decoder's shape: ``--tiny`` (2 layers), ``--model``/``--hf-config``, else Llama-3.1-8B's."""
+@dataclass(frozen=True)
+class WeightsSource:
+    """A checked ``--weights`` folder (:func:`gpumatch.lab.inputs.load_weights_folder`) and its config's
+    end-of-sequence id (the first, when the config lists several)."""
+
+    weights: Any
+    eos_token_id: int | None
+
+
+def check_weights(o: ServeOptions) -> WeightsSource | None:
+    """Check the ``--weights`` folder before anything is built (no weight is read); None without one."""
+    if o.weights is None:
+        return None
+    from gpumatch.bench.hfweights import read_config
+    from gpumatch.lab.inputs import load_weights_folder
+
+    w = load_weights_folder(o.weights)
+    eos = read_config(o.weights.expanduser()).get("eos_token_id")
+    eos = eos[0] if isinstance(eos, list) and eos else eos
+    return WeightsSource(w, eos if isinstance(eos, int) and not isinstance(eos, bool) else None)
+
+
+def _codec(src: WeightsSource | None, vocab: int) -> Any:
+    """The folder's tokenizer when it has one, else words as tokens."""
+    if src is None or src.weights.tokenizer is None:
+        return None
+    from gpumatch.bench.server.tokens import TokenizerCodec
+
+    try:
+        return TokenizerCodec(src.weights.tokenizer, vocab)
+    except ValueError as e:
+        raise InputError(str(e), "give a folder whose tokenizer.json matches its config.json") from e
+
+
+def model_shape(o: ServeOptions, src: WeightsSource | None = None) -> dict[str, Any]:
+    """The served decoder's shape: ``--tiny`` (2 layers), ``--weights`` (its config, RoPE and norm included),
+    ``--model``/``--hf-config``, else Llama-3.1-8B's."""
     from gpumatch.bench import shapes
 
+    if src is not None:
+        return dict(src.weights.shape)
     if o.tiny:
         return shapes.tiny_shape()
     source = o.model or (str(o.hf_config) if o.hf_config else None)
@@ -114,17 +156,28 @@ def model_shape(o: ServeOptions) -> dict[str, Any]:
             "tied": arch.tied_embeddings}
 
 
-def build(o: ServeOptions, load_weights: Callable[[Any], None] | None = None) -> Any:
-    """The engine (not started). ``load_weights`` fills the model's parameters (the hook for real weights)."""
+def build(o: ServeOptions, load_weights: Callable[[Any], None] | None = None,
+          src: WeightsSource | None = None) -> Any:
+    """The engine (not started). ``load_weights`` fills the model's parameters (the hook for real weights);
+    ``src`` (a checked ``--weights`` folder) loads its safetensors the same way."""
     try:
         from gpumatch.bench.server.build import build_engine
         from gpumatch.bench.server.engine import EngineConfig
     except ImportError as e:
         raise MissingDependencyError(f"gpumatch serve needs torch, aiohttp and prometheus-client ({e})",
                                      "pip install 'gpumatch[bench,serve]'") from e
-    cfg = EngineConfig(shape=model_shape(o), max_num_seqs=o.max_num_seqs, max_model_len=o.max_model_len,
+    if src is not None and load_weights is None:
+        from gpumatch.bench.weights import load_weights as load_folder
+
+        params = src.weights.params
+
+        def load_weights(model: Any) -> None:
+            load_folder(model, params["weights"], params["files"])
+
+    cfg = EngineConfig(shape=model_shape(o, src), max_num_seqs=o.max_num_seqs, max_model_len=o.max_model_len,
                        max_num_batched_tokens=o.max_num_batched_tokens, dtype=o.dtype, device=o.device,
-                       cuda_graphs=o.cuda_graphs, compile=o.compile, seed=o.seed)
+                       cuda_graphs=o.cuda_graphs, compile=o.compile, seed=o.seed,
+                       eos_token_id=src.eos_token_id if src is not None else None)
     try:
         return build_engine(cfg, load_weights)
     except ValueError as e:
@@ -135,14 +188,16 @@ def serve(o: ServeOptions, on_ready: Callable[[Listening], None] | None = None,
           stop: threading.Event | None = None, load_weights: Callable[[Any], None] | None = None) -> None:
     """Serve until ``stop`` is set (or forever: Ctrl-C / SIGTERM end it, their exception passes through)."""
     warnings = check_options(o)
-    engine = build(o, load_weights)
+    src = check_weights(o)
+    engine = build(o, load_weights, src)
+    codec = _codec(src, int(engine.runner.model.s.vocab))
     from gpumatch.lab.serve_telemetry import open_server_telemetry
 
     tele, why = open_server_telemetry(str(engine.runner.dev))
     try:
         idle = tele.measure_idle(o.idle_s) if tele is not None else None
         engine.start()
-        asyncio.run(_run(o, engine, tele, why, idle, warnings + engine.info.warnings, on_ready, stop))
+        asyncio.run(_run(o, engine, tele, why, idle, warnings + engine.info.warnings, on_ready, stop, codec))
     finally:
         engine.stop()
         if tele is not None:
@@ -150,12 +205,12 @@ def serve(o: ServeOptions, on_ready: Callable[[Listening], None] | None = None,
 
 
 async def _run(o: ServeOptions, engine: Any, tele: Any, why: str, idle: float | None, warnings: list[str],
-               on_ready: Callable[[Listening], None] | None, stop: threading.Event | None) -> None:
+               on_ready: Callable[[Listening], None] | None, stop: threading.Event | None, codec: Any = None) -> None:
     from aiohttp import web
 
     from gpumatch.bench.server.http import make_app
 
-    app = make_app(engine, tele.query if tele is not None else None)
+    app = make_app(engine, tele.query if tele is not None else None, codec)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
     try:
@@ -168,7 +223,9 @@ async def _run(o: ServeOptions, engine: Any, tele: Any, why: str, idle: float | 
         port = _bound_port(runner, o.port)
         host = f"[{o.host}]" if ":" in o.host else o.host
         if on_ready is not None:
-            on_ready(Listening(f"http://{host}:{port}", o.host, port, engine.info.to_dict(),
+            info = {**engine.info.to_dict(), "weights": str(o.weights) if o.weights else None,
+                    "tokens": codec.name if codec is not None else "words"}
+            on_ready(Listening(f"http://{host}:{port}", o.host, port, info,
                                "nvml" if tele is not None else why, idle, warnings))
         while stop is None or not stop.is_set():
             await asyncio.sleep(0.1)

@@ -15,7 +15,7 @@ def listening_text(lst: Listening) -> str:
     tele = "NVML" + idle if lst.telemetry == "nvml" else f"none ({lst.telemetry})"
     lines = [
         f"gpumatch serve: listening on {lst.url}",
-        f"  model    {i['model']} ({size} parameters, random weights), {i['dtype']} "
+        f"  model    {i['model']} ({size} parameters, {_weights(i)}), {i['dtype']} "
         f"on {i['device']}",
         f"  KV cache {i['slots']} slots x {i['max_model_len']} tokens ({i['kv_cache_bytes'] / GIB:.2f} GiB), "
         f"budget {i['max_num_batched_tokens']} tokens/pass",
@@ -24,3 +24,12 @@ def listening_text(lst: Listening) -> str:
         f"  try      curl {lst.url}/v1/models   (Ctrl-C stops)",
     ]
     return "\n".join(line if len(line) <= 80 else line[:79] + "…" for line in lines)
+
+
+def _weights(info: dict[str, object]) -> str:
+    """"random weights", or the folder's name and how text becomes tokens."""
+    folder = info.get("weights")
+    if not folder:
+        return "random weights"
+    name = str(folder).rstrip("/").rsplit("/", 1)[-1]
+    return f"weights {name}, {info.get('tokens', 'words')}"

@@ -15,7 +15,8 @@ Routes (request and response shapes as in https://platform.openai.com/docs/api-r
   ``GET /gpumatch/telemetry?since=UNIX_S`` (GPU samples, when the server has them).
 
 Bad bodies are HTTP 400 with OpenAI's error object ``{"error": {"message", "type": "invalid_request_error",
-"param", "code"}}``; an unknown model is 404. ``usage`` counts tokens as :mod:`gpumatch.bench.server.tokens` does.
+"param", "code"}}``; an unknown model is 404. ``usage`` counts tokens as the codec of
+:mod:`gpumatch.bench.server.tokens` does (words, or the weights folder's tokenizer).
 """
 
 from __future__ import annotations
@@ -79,11 +80,11 @@ def _bool(body: dict[str, Any], name: str) -> bool:
     return v
 
 
-def _prompt_ids(prompt: Any, vocab: int) -> list[int]:
+def _prompt_ids(prompt: Any, vocab: int, codec: tokens.Codec) -> list[int]:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return tokens.encode(prompt, vocab)
+        return codec.encode(prompt)
     if isinstance(prompt, list):
         try:
             return tokens.check_ids(prompt, vocab)
@@ -92,7 +93,7 @@ def _prompt_ids(prompt: Any, vocab: int) -> list[int]:
     raise BadRequest("prompt must be a string or a list of token ids (one prompt per request)", "prompt")
 
 
-def _chat_ids(messages: Any, vocab: int) -> list[int]:
+def _chat_ids(messages: Any, codec: tokens.Codec) -> list[int]:
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list", "messages")
     words: list[int] = []
@@ -104,12 +105,15 @@ def _chat_ids(messages: Any, vocab: int) -> list[int]:
             content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         if not isinstance(content, str):
             raise BadRequest("message content must be text", "messages")
-        words += tokens.encode(f"{m['role']}: {content}", vocab)
+        words += codec.encode(f"{m['role']}: {content}")
     return words
 
 
-def parse(body: Any, chat: bool, vocab: int, max_model_len: int, model: str) -> Job:
-    """The job of a request body; :class:`BadRequest` for anything this server cannot do."""
+def parse(body: Any, chat: bool, vocab: int, max_model_len: int, model: str,
+          codec: tokens.Codec | None = None) -> Job:
+    """The job of a request body; :class:`BadRequest` for anything this server cannot do. ``codec``: how text
+    becomes ids (default: words as tokens)."""
+    codec = codec if codec is not None else tokens.WordCodec(vocab)
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     name = body.get("model")
@@ -117,7 +121,7 @@ def parse(body: Any, chat: bool, vocab: int, max_model_len: int, model: str) -> 
         raise BadRequest(f"The model `{name}` does not exist (this server serves `{model}`)", "model", 404)
     if _int(body, "n", 1) != 1:
         raise BadRequest("n must be 1", "n")
-    ids = _chat_ids(body.get("messages"), vocab) if chat else _prompt_ids(body.get("prompt"), vocab)
+    ids = _chat_ids(body.get("messages"), codec) if chat else _prompt_ids(body.get("prompt"), vocab, codec)
     default = max(max_model_len - len(ids), 1) if chat else 16
     max_tokens = _int(body, "max_completion_tokens", None) if chat else None
     max_tokens = max_tokens if max_tokens is not None else _int(body, "max_tokens", default)
@@ -172,7 +176,7 @@ def _usage(ev: Event) -> dict[str, int]:
             "total_tokens": ev.prompt_tokens + ev.completion_tokens}
 
 
-async def _stream(request: web.Request, req: _Request, model: str) -> web.StreamResponse:
+async def _stream(request: web.Request, req: _Request, model: str, codec: tokens.Codec) -> web.StreamResponse:
     job = req.job
     rid = ("chatcmpl-" if job.chat else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
@@ -188,7 +192,7 @@ async def _stream(request: web.Request, req: _Request, model: str) -> web.Stream
         if ev.error is not None:
             await send({"error": {"message": ev.error, "type": "server_error", "param": None, "code": None}})
             break
-        text = tokens.decode_one(ev.token) if ev.token is not None else ""
+        text = codec.decode_one(ev.token) if ev.token is not None else ""
         await send(_chunk(job, rid, model, created, text, ev.finish_reason))
         if ev.finish_reason is not None and job.include_usage:
             usage = {"id": rid, "object": _chunk(job, rid, model, created, None, None)["object"],
@@ -199,7 +203,7 @@ async def _stream(request: web.Request, req: _Request, model: str) -> web.Stream
     return resp
 
 
-async def _whole(req: _Request, model: str) -> web.Response:
+async def _whole(req: _Request, model: str, codec: tokens.Codec) -> web.Response:
     job = req.job
     text: list[str] = []
     last: Event | None = None
@@ -207,7 +211,7 @@ async def _whole(req: _Request, model: str) -> web.Response:
         if ev.error is not None:
             return _error(ev.error, 500)
         if ev.token is not None:
-            text.append(tokens.decode_one(ev.token))
+            text.append(codec.decode_one(ev.token))
         last = ev
     assert last is not None
     rid = ("chatcmpl-" if job.chat else "cmpl-") + uuid.uuid4().hex
@@ -222,10 +226,13 @@ async def _whole(req: _Request, model: str) -> web.Response:
                               "usage": _usage(last)})
 
 
-def make_app(engine: Engine, telemetry: TelemetryFn | None = None) -> web.Application:
-    """The aiohttp application over a started ``engine``."""
+def make_app(engine: Engine, telemetry: TelemetryFn | None = None,
+             codec: tokens.Codec | None = None) -> web.Application:
+    """The aiohttp application over a started ``engine``; ``codec`` turns text into ids and back (default: words
+    as tokens, :mod:`gpumatch.bench.server.tokens`)."""
     model = engine.info.model
     vocab = int(engine.runner.model.s.vocab)
+    codec = codec if codec is not None else tokens.WordCodec(vocab)
     app = web.Application(client_max_size=16 * 2**20)
     app[ENGINE_KEY] = engine
 
@@ -235,7 +242,7 @@ def make_app(engine: Engine, telemetry: TelemetryFn | None = None) -> web.Applic
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _error("the body is not valid JSON")
         try:
-            job = parse(body, chat, vocab, engine.scheduler.max_model_len, model)
+            job = parse(body, chat, vocab, engine.scheduler.max_model_len, model, codec)
             req = _Request(engine, job)
         except BadRequest as e:
             return _error(str(e), e.status, e.param)
@@ -244,7 +251,7 @@ def make_app(engine: Engine, telemetry: TelemetryFn | None = None) -> web.Applic
         except RuntimeError as e:
             return _error(str(e), 503)
         try:
-            return await (_stream(request, req, model) if job.stream else _whole(req, model))
+            return await (_stream(request, req, model, codec) if job.stream else _whole(req, model, codec))
         finally:
             req.close()
 

@@ -1,16 +1,23 @@
-"""Prompt text to token ids and back, without a tokenizer (the served weights are random or carry no vocabulary).
+"""Prompt text to token ids and back: words as tokens (random weights), or the weights folder's tokenizer.
 
 Rule (deterministic, documented in docs/serve.md): a prompt's tokens are its whitespace-separated words; word
 ``w`` becomes id ``blake2b(w) mod vocab`` (8-byte digest, big-endian). So a client that sends ``N`` words gets
 ``usage.prompt_tokens == N``. A prompt may also be given as a list of integer ids (the OpenAI completions API
 allows it), used as they are. Generated id ``i`` is rendered as the word ``" t<i>"`` (one word per token), so
 the completion text splits back into exactly ``completion_tokens`` words.
+
+With real weights (``gpumatch serve --weights DIR``) and a ``tokenizer.json`` in the folder, :class:`TokenizerCodec`
+encodes with that tokenizer (Hugging Face ``tokenizers``; special tokens such as BOS added as its post-processor
+says) and renders each generated id with ``decode([id])`` (no incremental detokenization: a multi-byte
+character split over tokens may come out as replacement characters, one token per chunk as always).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
 
 
 def word_id(word: str, vocab: int) -> int:
@@ -37,3 +44,52 @@ def check_ids(ids: Sequence[object], vocab: int) -> list[int]:
 def decode_one(token: int) -> str:
     """The text of one generated token: a space and ``t<id>``."""
     return f" t{token}"
+
+
+class Codec(Protocol):
+    """Text to ids and one id to text, as the HTTP layer uses them."""
+
+    name: str
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode_one(self, token: int) -> str: ...
+
+
+class WordCodec:
+    """Words as tokens (module docstring)."""
+
+    name = "words"
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab = vocab
+
+    def encode(self, text: str) -> list[int]:
+        return encode(text, self.vocab)
+
+    def decode_one(self, token: int) -> str:
+        return decode_one(token)
+
+
+class TokenizerCodec:
+    """A Hugging Face ``tokenizer.json`` (module docstring); ValueError when it cannot be read or its ids pass
+    the model's vocabulary."""
+
+    name = "tokenizer.json"
+
+    def __init__(self, path: Path, vocab: int) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            self._tok: Any = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises its own Exception type for a bad file
+            raise ValueError(f"cannot read {path}: {e}") from e
+        if self._tok.get_vocab_size(with_added_tokens=True) > vocab:
+            raise ValueError(f"{path} has {self._tok.get_vocab_size(with_added_tokens=True)} tokens, more than the "
+                             f"model's vocabulary of {vocab}")
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text).ids)
+
+    def decode_one(self, token: int) -> str:
+        return str(self._tok.decode([token], skip_special_tokens=False))
