@@ -12,9 +12,10 @@ heads, kv_heads and ffn divisible by n. Each rank holds a static KV cache of its
 position context-1 and attends to all ``seq_len`` positions (as :mod:`gpumatch.bench.decode`).
 
 The weights are built whole on every rank from the same seed and then sliced, so the whole model must fit one
-device once. Before timing, the TP logits of one step are compared with the unsharded model's on the same
-cache (``check``: max |difference| and relative L2; ``matches_single_rank`` with rtol 1e-4 in fp32, 2e-2 in
-bf16/fp16). Timing: ``steps`` eager decode steps after ``warmup_steps``, each barrier-aligned and the slowest
+device once (it is freed before timing; the timed KV cache is built sharded). Before timing, the TP logits of one
+step are compared with the unsharded model's on the same small random cache (:data:`CHECK_BATCH` ×
+:data:`CHECK_CONTEXT`; ``check``: max |difference| and relative L2 of the logits; ``matches_single_rank`` when the
+relative L2 is at most 1e-4 in fp32, 2e-2 in bf16/fp16, whose sums run in another order). Timing: ``steps`` eager decode steps after ``warmup_steps``, each barrier-aligned and the slowest
 rank's (:mod:`gpumatch.bench.dist.common`), seconds. The whole TP group produces ``batch_per_rank`` tokens per
 step: ``tokens_per_s`` = batch / median step time. ``comm_time_s``: the step's 2·layers all-reduces of
 (batch, hidden) alone. ``compute_time_s``: the same sharded step with the all-reduces skipped (the numbers are
@@ -112,22 +113,28 @@ def set_reduce(model: Llama, on: bool) -> None:
             m.reduce = on
 
 
-def _check(full: Llama, model: Llama, rank: Rank, spec: DistSpec, dtype: torch.dtype,
-           full_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, Any]:
+CHECK_BATCH, CHECK_CONTEXT = 2, 64
+"""The correctness check's decode batch and cache length (at most the spec's): small, so the unsharded cache it
+needs stays small whatever the timed batch and context are."""
+
+
+def _check(full: Llama, model: Llama, rank: Rank, spec: DistSpec, dtype: torch.dtype) -> dict[str, Any]:
+    """One decode step of the sharded and the whole model on the same random cache and tokens (module docstring)."""
     dev = rank.device
-    ctx = spec.seq_len
+    batch, ctx = min(CHECK_BATCH, spec.batch_per_rank), min(CHECK_CONTEXT, spec.seq_len)
+    full_caches = make_caches(full, batch, ctx)  # the same on every rank: the same seed, the same draws
     rope_all = rope_tables(full.s, ctx, dev, dtype)
     gen = torch.Generator(device="cpu").manual_seed(spec.seed + 1)
-    tokens = torch.randint(0, full.s.vocab, (spec.batch_per_rank, 1), generator=gen).to(dev)
+    tokens = torch.randint(0, full.s.vocab, (batch, 1), generator=gen).to(dev)
     pos = torch.tensor([ctx - 1], device=dev)
     mine = shard_caches(full_caches, rank.rank, rank.world)
     with torch.no_grad():
-        ref = decode_logits(full, tokens, pos, rope_all, [(k.clone(), v.clone()) for k, v in full_caches]).double()
         out = decode_logits(model, tokens, pos, rope_all, mine).double()
+        ref = decode_logits(full, tokens, pos, rope_all, full_caches).double()
     rel = float((out - ref).norm() / ref.norm())
     rtol = 1e-4 if dtype == torch.float32 else 2e-2
-    return {"max_abs_diff": float((out - ref).abs().max()), "rel_l2": rel, "rtol": rtol,
-            "matches_single_rank": rel <= rtol}
+    return {"batch": batch, "context": ctx, "max_abs_diff": float((out - ref).abs().max()), "rel_l2": rel,
+            "rtol": rtol, "matches_single_rank": rel <= rtol}
 
 
 def run_tp_decode(rank: Rank, spec: DistSpec) -> dict[str, Any]:
@@ -135,13 +142,12 @@ def run_tp_decode(rank: Rank, spec: DistSpec) -> dict[str, Any]:
     dtype, dname = dtype_for(rank, spec.dtype)
     full = build_model(spec.model, rank.device, dtype)
     model = shard_model(full, rank.rank, rank.world)
-    full_caches = make_caches(full, spec.batch_per_rank, spec.seq_len)  # same seed: the same on every rank
-    row: dict[str, Any] = {"parallelism": "tensor", "tp_size": rank.world, "dtype": dname,
+    row: dict[str, Any] = {"parallelism": "tensor", "tp_size": rank.world, "dtype": dname, "variant": "eager",
                            "batch": spec.batch_per_rank, "context": spec.seq_len,
-                           "check": _check(full, model, rank, spec, dtype, full_caches)}
-    caches = shard_caches(full_caches, rank.rank, rank.world)
-    del full, full_caches
+                           "check": _check(full, model, rank, spec, dtype)}
+    del full
     dev = rank.device
+    caches = make_caches(model, spec.batch_per_rank, spec.seq_len)  # this rank's KV heads only
     rope_all = rope_tables(model.s, spec.seq_len, dev, dtype)
     tokens = torch.randint(0, model.s.vocab, (spec.batch_per_rank, 1), device=dev)
     dist.broadcast(tokens, src=0)
@@ -150,6 +156,8 @@ def run_tp_decode(rank: Rank, spec: DistSpec) -> dict[str, Any]:
     def step() -> None:
         decode_logits(model, tokens, pos, rope_all, caches).argmax(dim=-1)
 
+    if rank.cuda:
+        torch.cuda.empty_cache()
     reset_peak_memory(rank)
     with torch.no_grad():
         row["step_time_s"] = _timed(rank, spec, step)
