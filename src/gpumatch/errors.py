@@ -65,3 +65,14 @@ class ServerGoneError(GpumatchError):
     saved, and the command exits 1 with one line."""
 
     exit_code = 1
+
+
+class DistLaunchError(GpumatchError):
+    """A distributed benchmark (torchrun and its ranks, :mod:`gpumatch.bench.dist.launch`) failed, timed out or
+    wrote no result; the message ends with the tail of its log. ``returncode`` is torchrun's exit status (None
+    when it was killed on a timeout)."""
+
+    def __init__(self, message: str, hint: str = "", returncode: int | None = None, log_tail: str = "") -> None:
+        super().__init__(message, hint)
+        self.returncode = returncode
+        self.log_tail = log_tail
