@@ -53,8 +53,8 @@ class CollectivePoint:
 def link_of(card: str, pcie: bool) -> dict[str, float]:
     """The catalog card's per-direction link fields (:func:`gpumatch.estimate.options.gpu_link_fields`);
     ``pcie`` forces the PCIe tier (a measured topology without NVLink between the GPUs)."""
-    from gpumatch.estimate.options import gpu_link_fields
     from gpumatch.estimate.api import resolve_gpu
+    from gpumatch.estimate.options import gpu_link_fields
 
     fields = gpu_link_fields(resolve_gpu(card))
     if pcie:
@@ -117,7 +117,8 @@ def fit_points(points: Sequence[CollectivePoint], card: str, pcie: bool, start: 
     InputError with fewer than two distinct sizes."""
     pts = _usable(points)
     if len({p.size_bytes for p in pts}) < 2:
-        raise InputError(f"a collective fit needs two message sizes on 2+ ranks, got {len({p.size_bytes for p in pts})}",
+        got = len({p.size_bytes for p in pts})
+        raise InputError(f"a collective fit needs two message sizes on 2+ ranks, got {got}",
                          "sweep sizes with 'gpumatch bench scale --workload collectives'")
     import numpy as np
     from scipy.optimize import least_squares
@@ -204,7 +205,8 @@ def points_of_scale(results: Sequence[dict[str, Any]], run_id: int | None = None
     return out
 
 
-def points_of_nccl_tests(results: Sequence[dict[str, Any]], ranks: int, run_id: int | None = None) -> list[CollectivePoint]:
+def points_of_nccl_tests(results: Sequence[dict[str, Any]], ranks: int,
+                         run_id: int | None = None) -> list[CollectivePoint]:
     """The out-of-place times (``nccl_time_s``) of an imported nccl-tests ``-J`` run on ``ranks`` GPUs."""
     out = []
     for r in results:
@@ -213,3 +215,99 @@ def points_of_nccl_tests(results: Sequence[dict[str, Any]], ranks: int, run_id: 
         if r.get("metric") == "nccl_time_s" and op and c.get("placement") == "out_of_place" and c.get("size_bytes"):
             out.append(CollectivePoint(op, float(c["size_bytes"]), ranks, float(r["value"]), run_id, "nccl-tests"))
     return out
+
+
+def pcie_only(topology: dict[str, Any], n: int) -> bool:
+    """True when a measured topology (:func:`gpumatch.telemetry.topology.gpu_topology`) shows no NVLink among the
+    first ``n`` GPUs: every pair's link class is PCIe/host (``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``), none
+    ``NV{k}``. False when unknown (the catalog card's own link is then assumed)."""
+    if not topology.get("available") or n < 2:
+        return False
+    classes = [str(link) for (a, b), link in _pairs(topology) if a < n and b < n and a != b]
+    return bool(classes) and not any(c.startswith("NV") for c in classes)
+
+
+def _pairs(topology: dict[str, Any]) -> list[tuple[tuple[int, int], str]]:
+    """((a, b), link class) of a topology: a ``matrix`` (list of rows of class strings) or ``links`` /
+    ``pairs`` (objects with ``a``/``b`` or ``gpu_a``/``gpu_b`` and ``link``/``class``)."""
+    out: list[tuple[tuple[int, int], str]] = []
+    matrix = topology.get("matrix")
+    if isinstance(matrix, list):
+        for a, row in enumerate(matrix):
+            for b, cell in enumerate(row if isinstance(row, list) else []):
+                out.append(((a, b), str(cell)))
+    for link in topology.get("links") or topology.get("pairs") or []:
+        if isinstance(link, dict):
+            a, b = int(link.get("a", link.get("gpu_a", 0))), int(link.get("b", link.get("gpu_b", 0)))
+            out.append(((a, b), str(link.get("link") or link.get("class") or "")))
+    return out
+
+
+@dataclass(frozen=True)
+class CollectiveSources:
+    """The collective measurements of one catalog card in a store: points, tier, and where they came from."""
+
+    card: str
+    points: tuple[CollectivePoint, ...]
+    pcie: bool
+    run_ids: tuple[int, ...]
+    gpu_names: tuple[str, ...]
+    dates: tuple[str, ...]
+
+
+def _card(name: Any) -> str | None:
+    from gpumatch.catalog import get_gpu
+
+    try:
+        return get_gpu(str(name)).name if name else None
+    except GpumatchError:
+        return None
+
+
+def _scale_source(st: Any, rec: Any) -> tuple[str | None, list[CollectivePoint], bool, str]:
+    m = rec.manifest or {}
+    if m.get("scale.device") != "cuda":
+        return None, [], False, ""
+    pts = points_of_scale(st.export_run(rec.run_id)["results"], rec.run_id)
+    topo = m.get("scale.topology") or {}
+    pcie = any(pcie_only(topo, p.n) for p in pts)
+    return _card(m.get("gpu.name")), pts, pcie, str(m.get("gpu.name"))
+
+
+def _nccl_source(st: Any, rec: Any) -> tuple[str | None, list[CollectivePoint], bool, str]:
+    m, cfg = rec.manifest or {}, rec.config or {}
+    if cfg.get("case") != "nccl-tests":
+        return None, [], False, ""
+    names = m.get("gpu.names") or []
+    ranks = int(cfg.get("ranks") or cfg.get("ngpus") or 0)
+    pts = points_of_nccl_tests(st.export_run(rec.run_id)["results"], ranks, rec.run_id) if ranks > 1 else []
+    return _card(names[0] if names else None), pts, False, str(names[0] if names else "")
+
+
+def load_collective_points(store: Any, run_ids: Sequence[int] = (), gpu: str | None = None) -> CollectiveSources | None:
+    """The collectives of the completed ``bench scale`` runs (on CUDA) and imported nccl-tests runs in the store
+    (those of ``run_ids`` when given), of card ``gpu`` when given; None when there are none. InputError when they
+    span card models without ``gpu``."""
+    from gpumatch.store import open_existing_store
+
+    want = _card(gpu) if gpu else None
+    found: dict[str, list[tuple[int, list[CollectivePoint], bool, str, str]]] = {}
+    with open_existing_store(store) as st:
+        records = [(r, _scale_source) for r in st.runs("scale", limit=100_000)] + \
+                  [(r, _nccl_source) for r in st.runs("bench", limit=100_000)]
+        for rec, reader in records:
+            if rec.status != "completed" or (run_ids and rec.run_id not in set(run_ids)):
+                continue
+            card, pts, pcie, name = reader(st, rec)
+            if card and pts and (want is None or card == want):
+                found.setdefault(card, []).append((rec.run_id, pts, pcie, name, str(rec.started_at)[:10]))
+    if not found:
+        return None
+    if len(found) > 1:
+        raise InputError(f"the collective runs were measured on {len(found)} card models ({', '.join(sorted(found))})",
+                         "a calibration is for one card model: add --gpu NAME")
+    card, runs = next(iter(found.items()))
+    pcie = any(r[2] for r in runs)
+    runs = [r for r in runs if r[2] == pcie]
+    return CollectiveSources(card, tuple(p for r in runs for p in r[1]), pcie, tuple(sorted(r[0] for r in runs)),
+                             tuple(sorted({r[3] for r in runs})), tuple(sorted({r[4] for r in runs})))

@@ -108,6 +108,37 @@ def check_request(req: ScaleRequest) -> None:
         raise InputError(f"the timeout must be positive, not {req.timeout_s}")
 
 
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """``1KiB..1GiB`` (powers of two from the first to the last, nccl-tests ``-b 1K -e 1G -f 2``), ``4KiB..64MiB:4``
+    (factor 4), or a comma list ``1MiB,16MiB``; bytes. InputError for anything else."""
+    from gpumatch.units import parse_bytes
+
+    text = text.strip()
+    if ".." not in text:
+        return tuple(parse_bytes(p.strip()) for p in text.split(",") if p.strip())
+    span, _, factor_text = text.partition(":")
+    lo_text, _, hi_text = span.partition("..")
+    lo, hi = parse_bytes(lo_text.strip()), parse_bytes(hi_text.strip())
+    try:
+        factor = int(factor_text) if factor_text else 2
+    except ValueError:
+        raise InputError(f"bad size step {factor_text!r} in --sizes {text!r}", "e.g. 1KiB..1GiB:4") from None
+    if lo < 1 or hi < lo or factor < 2:
+        raise InputError(f"bad --sizes {text!r}", "LOW..HIGH with 1 <= LOW <= HIGH and a factor of 2 or more")
+    out = [lo]
+    while out[-1] * factor <= hi:
+        out.append(out[-1] * factor)
+    return tuple(out)
+
+
+def parse_counts(text: str) -> tuple[int, ...]:
+    """``1,2,4,8`` as counts; InputError for anything else."""
+    try:
+        return tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise InputError(f"--gpus takes counts like 1,2,4,8, got {text!r}") from None
+
+
 def rungs(req: ScaleRequest, device: str, gpus_here: int) -> tuple[list[int], list[str]]:
     """The counts to run and notes on those left out: GPUs visible (per node), or CPU processes (at most
     :data:`MAX_CPU_RANKS`; by default not more than the cores, at least 2)."""

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpumatch.calibrate.collectives import pcie_only
 from gpumatch.errors import GpumatchError
+
+__all__ = ["beside", "no_prediction_reason", "pcie_only", "workload_step_s"]
 
 
 def no_prediction_reason(card: str | None, device: str, gpu_name: str | None) -> str | None:
@@ -26,20 +29,6 @@ def no_prediction_reason(card: str | None, device: str, gpu_name: str | None) ->
     if device != "cuda":
         return "CPU processes (gloo): the estimators model GPUs, so there is no prediction"
     return f"the catalog does not know the card {gpu_name!r}: no prediction"
-
-
-def pcie_only(topology: dict[str, Any], n: int) -> bool:
-    """True when the measured topology has no NVLink among the first ``n`` GPUs (``NV{k}`` links in
-    ``gpu_topology()["links"]``); False when unknown (the catalog card's own link is then assumed)."""
-    if not topology.get("available") or n < 2:
-        return False
-    links = topology.get("links") or topology.get("pairs") or []
-    classes = []
-    for link in links if isinstance(links, list) else []:
-        if isinstance(link, dict) and int(link.get("a", link.get("gpu_a", 0))) < n and \
-                int(link.get("b", link.get("gpu_b", 0))) < n:
-            classes.append(str(link.get("link") or link.get("class") or ""))
-    return bool(classes) and not any(c.startswith("NV") for c in classes)
 
 
 def workload_step_s(workload: str, model: str | None, card: str | None, n: int, batch: int,
