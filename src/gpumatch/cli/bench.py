@@ -276,9 +276,11 @@ def scale_cmd(
     model: str | None = typer.Option(None, "--model", help="Model preset (default llama-3.2-1b; tiny on CPU)."),
     batch_per_gpu: int = typer.Option(1, "--batch-per-gpu", help="Sequences per GPU per step (TP: decode batch)."),
     seq: int = typer.Option(128, "--seq", help="Training sequence / decode context (tokens)."),
-    steps: int = typer.Option(10, "--steps", help="Timed steps per rung (after 3 warm-up steps)."),
+    steps: int = typer.Option(10, "--steps", help="Timed steps per rung (after --warmup)."),
     sizes: str = typer.Option("", "--sizes", help="Collectives: 1KiB..1GiB (x2), 4KiB..64MiB:4 or 1MiB,16MiB."),
     iters: int = typer.Option(20, "--iters", help="Collectives: timed iterations per size."),
+    ops: str = typer.Option("", "--ops", help="Collectives: all_reduce,all_gather,reduce_scatter,all_to_all,sendrecv."),
+    warmup: int = typer.Option(3, "--warmup", help="Untimed warm-up steps / iterations."),
     cpu: bool = typer.Option(False, "--cpu", help="CPU processes over gloo even where CUDA is (tests, smoke)."),
     nnodes: int = typer.Option(1, "--nnodes", help="Nodes (run the command on each)."),
     rdzv_endpoint: str | None = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous."),
@@ -293,6 +295,7 @@ def scale_cmd(
 
     req = ScaleRequest(workload=workload, gpus=parse_counts(gpus), model=model, batch_per_gpu=batch_per_gpu,
                        seq=seq, steps=steps, sizes_bytes=parse_sizes(sizes) if sizes else (), iters=iters, cpu=cpu,
+                       ops=tuple(o.strip() for o in ops.split(",") if o.strip()), warmup_steps=warmup,
                        nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, store=store, use_store=not no_store,
                        timeout_s=timeout, seed=seed)
     with ScaleProgress() as progress:

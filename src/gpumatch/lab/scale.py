@@ -334,9 +334,19 @@ def _record_collectives(rec: Recording, ctx: _Ctx, base: dict[str, Any], ranks: 
                         out: ScaleOutcome) -> None:
     from gpumatch.calibrate.collectives import predict_or_none
 
+    refused: set[tuple[str, int]] = set()
     for r in ranks:
         for c in r.get("collectives") or []:
             cfg = {**_rank_cfg(base, r, n), "op": c["op"], "size_bytes": c["size_bytes"], "dtype": c.get("dtype")}
+            if c.get("supported") is False or not c.get("time_s"):
+                key = (str(c["op"]), int(c["size_bytes"]))
+                if key not in refused:
+                    refused.add(key)
+                    reason = str(c.get("reason") or "no timings")
+                    rec.add_failure({**cfg, "rank": None}, "unsupported", reason)
+                    out.failures.append({**base, "op": c["op"], "size_bytes": c["size_bytes"],
+                                         "error_class": "unsupported", "message": reason})
+                continue
             raw = {"time_s": c["time_s"], "count": c.get("count"), "n": len(c["time_s"]), "statistic": "median"}
             rec.add_result("collective_time_s", d.median(c["time_s"]), "s", config=cfg, extra=raw)
             t = d.median(c["time_s"])

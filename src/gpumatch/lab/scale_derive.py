@@ -12,7 +12,8 @@ Formulas (docs/scale.md; each also goes into the stored row's ``extra.formula``)
 - exposed communication per step = max(0, median(step_time_s) - median(compute_time_s)), the compute-only step
   being the same step with no communication; the job's is the largest over ranks (:data:`EXPOSED_FORMULA`);
 - collectives: the job's time for one op/size/n = max over ranks of median(time_s) (the collective is done when
-  the last rank is); algbw = S / t; busbw = algbw · factor with factor all_reduce 2(n-1)/n, all_gather,
+  the last rank is; the worker already keeps each iteration's maximum over the ranks, so the ranks agree);
+  rows a backend refused (``supported: false``) are left out; algbw = S / t; busbw = algbw · factor with factor all_reduce 2(n-1)/n, all_gather,
   reduce_scatter and all_to_all (n-1)/n, sendrecv 1 (nccl-tests doc/PERFORMANCE.md,
   https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md).
 """
@@ -101,6 +102,8 @@ def collective_rows(ranks: Sequence[dict[str, Any]], n: int) -> list[dict[str, A
     dtype: dict[tuple[str, int], str] = {}
     for r in ranks:
         for c in r.get("collectives") or []:
+            if c.get("supported") is False or not c.get("time_s"):
+                continue
             key = (str(c["op"]), int(c["size_bytes"]))
             by.setdefault(key, []).append(median(c["time_s"]))
             dtype[key] = str(c.get("dtype", ""))

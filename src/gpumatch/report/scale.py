@@ -79,7 +79,9 @@ def scale_text(doc: dict[str, Any]) -> str:
         parts.append(to_table(collective_rows(doc["collectives"]), COLLECTIVE_COLUMNS,
                               "collectives (job time = slowest rank's median)").rstrip())
     for f in doc.get("failures") or []:
-        parts.append(wrap_block(f"failed: {f.get('n_gpus')} GPUs: {f['error_class']}: {f['message']}").rstrip())
+        what = f" {f['op']} {_size(f['size_bytes'])}" if f.get("op") else ""
+        parts.append(wrap_block(f"failed: {f.get('n_gpus')} GPU(s){what}: {f['error_class']}: "
+                                f"{f['message']}").rstrip())
     for n in doc.get("notes") or []:
         parts.append(wrap_block(f"note: {n}").rstrip())
     parts.append("\n".join(FORMULA_LINES))
