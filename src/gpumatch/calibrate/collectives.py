@@ -126,8 +126,9 @@ def fit_points(points: Sequence[CollectivePoint], card: str, pcie: bool, start: 
     field = efficiency_field(card, pcie)
     measured = np.array([p.time_s for p in pts])
 
-    def cal_of(theta: Sequence[float]) -> Calibration:
-        return replace(start, **{field: float(theta[0]), "collective_latency_s": float(math.exp(theta[1]))})
+    def cal_of(theta: Any) -> Calibration:
+        values: dict[str, Any] = {field: float(theta[0]), "collective_latency_s": float(math.exp(theta[1]))}
+        return replace(start, **values)
 
     def resid(theta: np.ndarray) -> np.ndarray:
         cal = cal_of(theta)
@@ -164,7 +165,7 @@ class CollectiveFit:
     held_after: tuple[float, float]
     loo: tuple[float, float]
 
-    def fields(self) -> dict[str, float]:
+    def fields(self) -> dict[str, Any]:
         """The two fitted values."""
         return {self.field: float(getattr(self.calibration, self.field)),
                 "collective_latency_s": float(self.calibration.collective_latency_s)}
@@ -238,7 +239,7 @@ def _pairs(topology: dict[str, Any]) -> list[tuple[tuple[int, int], str]]:
                 out.append(((a, b), str(cell)))
     for link in topology.get("links") or topology.get("pairs") or []:
         if isinstance(link, dict):
-            a, b = int(link.get("a", link.get("gpu_a", 0))), int(link.get("b", link.get("gpu_b", 0)))
+            a, b = int(link.get("a", link.get("gpu_a")) or 0), int(link.get("b", link.get("gpu_b")) or 0)
             out.append(((a, b), str(link.get("link") or link.get("class") or "")))
     return out
 
@@ -279,7 +280,7 @@ def _nccl_source(st: Any, rec: Any) -> tuple[str | None, list[CollectivePoint], 
     if cfg.get("case") != "nccl-tests":
         return None, [], False, ""
     names = m.get("gpu.names") or []
-    ranks = int(cfg.get("ranks") or cfg.get("ngpus") or 0)
+    ranks = int(cfg.get("ranks") or cfg.get("ngpus") or 0)  # nccl-tests config: devices listed, else -g
     pts = points_of_nccl_tests(st.export_run(rec.run_id)["results"], ranks, rec.run_id) if ranks > 1 else []
     return _card(names[0] if names else None), pts, False, str(names[0] if names else "")
 

@@ -192,12 +192,14 @@ def _probe(device: str) -> dict[str, Any]:
 
 def topology() -> dict[str, Any]:
     """The GPU topology (:func:`gpumatch.telemetry.topology.gpu_topology`), or why there is none."""
+    import importlib
+
     try:
-        from gpumatch.telemetry.topology import gpu_topology
+        reader = importlib.import_module("gpumatch.telemetry.topology")
     except ImportError as e:
         return {"available": False, "reason": f"no topology reader ({e})"}
     try:
-        return dict(gpu_topology())
+        return dict(reader.gpu_topology())
     except GpumatchError as e:
         return {"available": False, "reason": str(e)}
 

@@ -13,7 +13,8 @@ Formulas (docs/scale.md; each also goes into the stored row's ``extra.formula``)
   being the same step with no communication; the job's is the largest over ranks (:data:`EXPOSED_FORMULA`);
 - collectives: the job's time for one op/size/n = max over ranks of median(time_s) (the collective is done when
   the last rank is; the worker already keeps each iteration's maximum over the ranks, so the ranks agree);
-  rows a backend refused (``supported: false``) are left out; algbw = S / t; busbw = algbw · factor with factor all_reduce 2(n-1)/n, all_gather,
+  rows a backend refused (``supported: false``) are left out; algbw = S / t; busbw = algbw · factor with
+  factor all_reduce 2(n-1)/n, all_gather,
   reduce_scatter and all_to_all (n-1)/n, sendrecv 1 (nccl-tests doc/PERFORMANCE.md,
   https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md).
 """

@@ -61,10 +61,12 @@ COLLECTIVE_COLUMNS = [Column("n", align="right"), Column("op", wrap=False), Colu
                       Column("pred time", align="right", drop=1), Column("ratio", "meas/pred", align="right", drop=2)]
 
 FORMULA_LINES = (
-    "X_n = job tokens per step / slowest rank's median step; per added GPU = (X_n - X_m)/(n - m)",
-    "efficiency = X_n / (n X_1); n GPUs deliver the throughput of k = X_n / X_1 GPUs",
-    "exposed comm = max(0, median(step) - median(compute-only step)), largest over ranks",
-    "busbw = algbw x 2(n-1)/n all_reduce, (n-1)/n gather/scatter/all_to_all, 1 sendrecv (nccl-tests)",
+    "X_n = job tokens per step / slowest rank's median step",
+    "per added GPU = (X_n - X_m) / (n - m); efficiency = X_n / (n X_1)",
+    "n GPUs deliver the throughput of k = X_n / X_1 GPUs",
+    "exposed comm = max(0, median(step) - median(compute-only step)), worst rank",
+    "busbw = algbw x factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter,",
+    "  all_to_all (n-1)/n; sendrecv 1 (nccl-tests doc/PERFORMANCE.md)",
 )
 
 
