@@ -130,9 +130,10 @@ def launch(spec: DistSpec, nprocs: int, *, out_dir: Path, device: str = "auto", 
     ``module`` replaces the worker module (tests use it). With several nodes ``out_dir`` should be shared for
     every rank's file to arrive; at least this node's ``nprocs`` are required.
     """
-    dev, backend = resolve_device(device, nprocs)
     if nnodes < 1 or timeout_s <= 0:
         raise InputError(f"nnodes {nnodes} / timeout {timeout_s} s must be positive", "give values > 0")
+    spec.check_world(nprocs * nnodes)
+    dev, backend = resolve_device(device, nprocs)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("rank-*.json"):
         stale.unlink()

@@ -92,6 +92,19 @@ class DistSpec:
             if err:
                 raise InputError(f"bad model shape: {err}", "layers, hidden, heads, kv_heads, ffn, vocab")
 
+    def check_world(self, world: int) -> None:
+        """Raise InputError when this spec cannot run on ``world`` ranks (tp-decode: heads, kv_heads and ffn must
+        divide by the tensor-parallel size, Megatron-style sharding in :mod:`gpumatch.bench.dist.tp`)."""
+        if world < 1:
+            raise InputError(f"world size must be >= 1, not {world}", "give the number of ranks")
+        if self.workload != "tp-decode":
+            return
+        s = self.shape()
+        bad = [f"{k} {v}" for k, v in (("heads", s.heads), ("kv_heads", s.kv_heads), ("ffn", s.ffn)) if v % world]
+        if bad:
+            raise InputError(f"tensor parallel over {world} ranks: {', '.join(bad)} not divisible by {world}",
+                             "pick a rank count that divides the KV heads")
+
     def sizes(self) -> tuple[int, ...]:
         """The message sizes to sweep (bytes): ``sizes_bytes`` or :data:`DEFAULT_SIZES_BYTES`."""
         return self.sizes_bytes or DEFAULT_SIZES_BYTES

@@ -22,7 +22,6 @@ import torch.distributed as dist
 
 from gpumatch.bench.dist.common import Rank
 from gpumatch.bench.dist.spec import DistSpec
-from gpumatch.errors import InputError
 
 
 def rank_from_env(device: str, backend: str) -> Rank:
@@ -62,7 +61,9 @@ def run_workload(rank: Rank, spec: DistSpec) -> dict[str, Any]:
         from gpumatch.bench.dist.training import run_training
 
         return {"steps": run_training(rank, spec)}
-    raise InputError(f"workload {spec.workload} is not in this build yet", "run collectives, ddp or fsdp")
+    from gpumatch.bench.dist.tp import run_tp_decode
+
+    return {"steps": run_tp_decode(rank, spec)}
 
 
 def rank_record(rank: Rank, spec: DistSpec, result: dict[str, Any]) -> dict[str, Any]:

@@ -30,12 +30,16 @@ def test_bandwidths() -> None:
         busbw_factor("broadcast", 2)
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_gloo_sweep(tmp_path: Path, n: int) -> None:
+def test_gloo_sweep_four_ranks(tmp_path: Path) -> None:
+    n = 4
     spec = DistSpec("collectives", sizes_bytes=(1000, 1 << 14), iters=3, warmup_steps=1)
     res = launch(spec, n, out_dir=tmp_path, device="cpu", timeout_s=60)
     assert (res.nprocs, res.backend, res.device, res.returncode) == (n, "gloo", "cpu", 0)
     assert [r["rank"] for r in res.ranks] == list(range(n))
+    head = res.ranks[0]
+    assert {k: head[k] for k in ("world_size", "local_rank", "backend", "device", "nccl", "workload")} == {
+        "world_size": n, "local_rank": 0, "backend": "gloo", "device": "cpu", "nccl": None, "workload": "collectives"}
+    assert head["torch"] and head["hostname"] and DistSpec.from_json(head["spec"]) == spec
     rows = res.ranks[0]["collectives"]
     assert [(r["op"], r["requested_size_bytes"]) for r in rows] == [(o, s) for o in OPS for s in (1000, 1 << 14)]
     for row in rows:

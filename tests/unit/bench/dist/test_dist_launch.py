@@ -91,3 +91,40 @@ def test_failure_raises_with_log_tail(tmp_path: Path, monkeypatch: pytest.Monkey
         launch(DistSpec("collectives"), 2, out_dir=tmp_path / "out", device="cpu", timeout_s=60, module="gm_failer")
     assert info.value.returncode not in (0, None)
     assert "NCCL_NVLS_ENABLE=0" in info.value.log_tail
+
+
+DRIVER = '''
+import sys
+from pathlib import Path
+from gpumatch.bench.dist.launch import launch
+from gpumatch.bench.dist.spec import DistSpec
+try:
+    launch(DistSpec("collectives"), 2, out_dir=Path(sys.argv[1]), device="cpu", timeout_s=120, module="gm_sleeper")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+'''
+
+
+def test_ctrl_c_kills_every_rank_and_reraises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    _module(tmp_path, monkeypatch, "gm_sleeper", SLEEPER)
+    out = tmp_path / "out"
+    (tmp_path / "driver.py").write_text(DRIVER)
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(out)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(out.glob("pid-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [int(p.read_text()) for p in out.glob("pid-*")]
+        assert len(pids) == 2
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in stdout
+    assert not any(_alive(p) for p in pids)
