@@ -54,3 +54,13 @@ def test_nccl_tests_import_calibrates_the_collective_class(tmp_path: Path) -> No
     assert fit["calibration"]["nvlink_efficiency"] != Calibration().nvlink_efficiency
     table = runner.invoke(app, ["calibrate", "--store", str(db), "--no-save"])
     assert "collective" in table.stdout and max(map(len, table.stdout.splitlines())) <= 80
+
+
+def test_pcie_only_reads_the_topology_matrix() -> None:
+    from gpumatch.calibrate.collectives import pcie_only
+
+    nv = {"available": True, "matrix": [["X", "NV18"], ["NV18", "X"]]}
+    pcie = {"available": True, "pairs": [{"a": 0, "b": 1, "link": "PXB"}, {"a": 0, "b": 2, "link": "NV4"}]}
+    assert not pcie_only(nv, 2)
+    assert pcie_only(pcie, 2) and not pcie_only(pcie, 3)
+    assert not pcie_only({"available": False, "reason": "no NVML"}, 8)

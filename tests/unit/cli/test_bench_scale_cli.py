@@ -68,6 +68,10 @@ def test_ddp_ladder_1_2_into_sqlite(tmp_path: Path) -> None:
     steps = [r for r in doc["ranks"] if r["metric"] == "step_time_s"]
     assert {(r["n_gpus"], r["rank"]) for r in steps} == {(1, 0), (2, 0), (2, 1)}
     assert all(len(r["extra"]["step_time_s"]) == 2 for r in steps)
+    page = tmp_path / "report.html"
+    _invoke("report", "--run", str(run.run_id), "--store", db, "--html", str(page))
+    text = page.read_text(encoding="utf-8")
+    assert f"Run {run.run_id}: scaling ladder (ddp)" in text and "efficiency X_n / (n X_1)" in text
 
 
 def test_bad_sizes_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
