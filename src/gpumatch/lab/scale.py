@@ -249,7 +249,7 @@ def run_scale(req: ScaleRequest, progress: Progress | None = None) -> ScaleOutco
         out.run_id, out.store_path = rec.run_id, rec.store_path
         rungs_done: list[d.Rung] = []
         for i, n in enumerate(counts):
-            say("rung", i, len(counts), f"{req.workload} on {n}")
+            say("rung", i, len(counts), f"{req.workload} on {n * req.nnodes}")
             _one_rung(rec, ctx, n, Path(tmp) / f"n{n}", rungs_done, out)
         out.ladder = _ladder(rec, ctx, rungs_done)
         summary = {"rungs": len(counts), "ok": len(rungs_done) or len({c["n_gpus"] for c in out.collectives}),
@@ -283,7 +283,8 @@ def _one_rung(rec: Recording, ctx: _Ctx, n: int, out_dir: Path, done: list[d.Run
     from gpumatch.bench.dist.launch import launch
     from gpumatch.errors import DistLaunchError
 
-    base = {"n_gpus": n, "workload": ctx.req.workload, "nnodes": ctx.req.nnodes}
+    base = {"n_gpus": n * ctx.req.nnodes, "nproc_per_node": n, "workload": ctx.req.workload,
+            "nnodes": ctx.req.nnodes}
     try:
         res = launch(ctx.spec, n, out_dir=out_dir, device=ctx.device, timeout_s=ctx.req.timeout_s,
                      nnodes=ctx.req.nnodes, rdzv_endpoint=ctx.req.rdzv_endpoint)
@@ -294,7 +295,7 @@ def _one_rung(rec: Recording, ctx: _Ctx, n: int, out_dir: Path, done: list[d.Run
         return
     rec.add_event(res.wall_s, "rung", {**base, "backend": res.backend, "device": res.device, "wall_s": res.wall_s,
                                        "ranks": len(res.ranks), "log_tail": res.log_tail[-2000:]})
-    n_world = len(res.ranks) or n
+    n_world = int((res.ranks[0].get("world_size") if res.ranks else None) or n * ctx.req.nnodes)
     if ctx.req.workload == "collectives":
         _record_collectives(rec, ctx, base, res.ranks, n_world, out)
     else:
@@ -328,7 +329,7 @@ def _record_steps(rec: Recording, ctx: _Ctx, base: dict[str, Any], ranks: list[d
                            extra={"tokens_per_step": s["tokens_per_step"]})
         if s.get("peak_memory_bytes") is not None:
             rec.add_result("peak_memory_bytes", float(s["peak_memory_bytes"]), "B", config=cfg)
-    x_n, _, step_s = d.job_throughput(ranks, ctx.req.workload == "tp-decode")
+    x_n, _, step_s = d.job_throughput(ranks, ctx.req.workload == "tp-decode", n)
     return d.Rung(n, x_n, step_s, max(exposed) if exposed else None)
 
 
@@ -385,7 +386,7 @@ def _ladder(rec: Recording, ctx: _Ctx, rungs_done: list[d.Rung]) -> list[dict[st
         n = row["n_gpus"]
         cfg = {"n_gpus": n, "rank": None, "scope": "job", "workload": ctx.req.workload, "nnodes": ctx.req.nnodes,
                "batch_per_gpu": ctx.req.batch_per_gpu, "seq": ctx.req.seq}
-        pred = workload_step_s(ctx.req.workload, ctx.model_name, ctx.card, n * ctx.req.nnodes,
+        pred = workload_step_s(ctx.req.workload, ctx.model_name, ctx.card, n,
                                ctx.req.batch_per_gpu, ctx.req.seq)
         what = f"gpumatch estimate ({'tpot_s' if tp else 'step_s'}) on {ctx.card}"
         step_pred = beside(row["step_s"], pred, what, ctx.why)

@@ -59,12 +59,17 @@ def exposed_comm_s(step_time_s: Sequence[float], compute_time_s: Sequence[float]
     return max(0.0, median(step_time_s) - median(compute_time_s))
 
 
-def job_throughput(ranks: Sequence[dict[str, Any]], tensor_parallel: bool) -> tuple[float, float, float]:
+def job_throughput(ranks: Sequence[dict[str, Any]], tensor_parallel: bool,
+                   world_size: int | None = None) -> tuple[float, float, float]:
     """(X_n tokens/s, tokens per step of the job, step seconds = max over ranks of the median step) from the
-    ranks' ``steps`` blocks; TP groups produce one rank's ``tokens_per_step`` together."""
+    ranks' ``steps`` blocks; TP groups produce one rank's ``tokens_per_step`` together. With several nodes only
+    this node's ranks are at hand: the job's tokens are their sum × ``world_size`` / ranks at hand (weak scaling:
+    every rank runs the same batch)."""
     steps = [r["steps"] for r in ranks]
     step_s = max(median(s["step_time_s"]) for s in steps)
-    tokens = float(steps[0]["tokens_per_step"]) if tensor_parallel else float(sum(s["tokens_per_step"] for s in steps))
+    scale_up = (world_size or len(steps)) / len(steps)
+    tokens = float(steps[0]["tokens_per_step"]) if tensor_parallel else \
+        float(sum(s["tokens_per_step"] for s in steps)) * scale_up
     return tokens / step_s, tokens, step_s
 
 
