@@ -11,7 +11,10 @@ Steps (:func:`calibrate_runs`):
 4. End-to-end classes, in :data:`PHASES` order: a coordinate search (:func:`gpumatch.calibrate.fit.search`) of the
    class's own Calibration fields on its fit shapes, starting from the shipped defaults, each phase starting from
    the previous one's result (decode first: its weight streaming sets the memory efficiency the others use).
-5. Score every class on its held-out shapes before (shipped defaults) and after, and by leave-one-shape-out on
+5. The collective class (:mod:`gpumatch.calibrate.collectives`): ``nvlink_efficiency`` (or ``pcie_efficiency``)
+   and ``collective_latency_s`` from the collectives of ``bench scale`` runs and imported nccl-tests runs of the
+   same card, held out by message size.
+6. Score every class on its held-out shapes before (shipped defaults) and after, and by leave-one-shape-out on
    its fit shapes: each fit shape in turn is dropped, the class's fields (or curve) refitted without it, and the
    dropped shape predicted.
 
