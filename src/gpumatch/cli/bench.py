@@ -84,7 +84,8 @@ def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."
 
 
 @app.command("show", help="One bench run: each case measured, predicted, ratio, n and percentiles; failures with "
-             "their reason. Example: gpumatch bench show 3 --format json")
+             "their reason. A serve run: its load levels; a scale run: its ladder (n, tokens/s, per added GPU, "
+             "efficiency, delivers k, exposed comm, predicted, ratio). Example: gpumatch bench show 3 --format json")
 def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench list'."),
              store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import load_run, run_kind
