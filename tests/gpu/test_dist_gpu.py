@@ -43,7 +43,7 @@ def test_nccl_collectives(tmp_path: Path) -> None:
 def test_training_bf16(tmp_path: Path, workload: str) -> None:
     spec = DistSpec(workload, tiny_shape(layers=4), batch_per_rank=4, seq_len=128, steps=5)
     steps = launch(spec, _gpus(), out_dir=tmp_path, device="cuda", timeout_s=300).ranks[0]["steps"]
-    assert steps["precision"] == "bf16-autocast/fp32-master"
+    assert steps["precision"].startswith("bf16-")
     assert steps["peak_memory_bytes"] > 0 and steps["loss"][-1] < steps["loss"][0]
 
 

@@ -12,7 +12,7 @@ factors for n ranks: all_reduce 2(n-1)/n; all_gather, reduce_scatter and all_to_
 input (= per-rank output · n); all_to_all each rank's send buffer; sendrecv the bytes each rank sends. Counts
 not divisible by n are rounded down to a multiple of n, and the size recorded is the size used.
 
-APIs: ``all_gather_into_tensor`` when the build has it, else ``all_gather`` into a list; reduce-scatter
+APIs: ``all_gather_into_tensor`` when the build and backend have it, else ``all_gather`` into a list; reduce-scatter
 ``reduce_scatter_single`` (torch 2.13's name) or ``reduce_scatter_tensor``; ``all_to_all_single``. An op the
 backend refuses (gloo lacks reduce-scatter or all-to-all in some builds) is recorded ``"supported": false``
 with the error's text, never replaced by another op. sendrecv is nccl-tests' ``sendrecv_perf`` pattern: every
@@ -56,8 +56,9 @@ class _Case:
     """One op at one size: ``run`` issues the op; ``check`` fills inputs, runs once and says if the result is
     right, then zeroes the buffers."""
 
-    def __init__(self, op: str, count: int, rank: Rank, dtype: torch.dtype) -> None:
+    def __init__(self, op: str, count: int, rank: Rank, dtype: torch.dtype, gather_list: bool = False) -> None:
         self.op, self.count, self.rank, self.dtype = op, count, rank, dtype
+        self.gather_list = gather_list or not hasattr(dist, "all_gather_into_tensor")
         self.api = ""
         n, dev = rank.world, rank.device
         chunk = count // n
@@ -81,7 +82,7 @@ class _Case:
             self.api = "all_reduce"
             return lambda: dist.all_reduce(inp)
         if op == "all_gather":
-            if hasattr(dist, "all_gather_into_tensor"):
+            if not self.gather_list:
                 self.api = "all_gather_into_tensor"
                 return lambda: dist.all_gather_into_tensor(out, inp)
             self.api = "all_gather"
@@ -139,11 +140,18 @@ def measure_op(op: str, size_bytes: int, rank: Rank, spec: DistSpec) -> dict[str
     if op == "sendrecv" and n < 2:
         return {**row, "supported": False, "reason": "sendrecv needs 2 or more ranks"}
     case = _Case(op, count, rank, dtype)
-    row["api"] = case.api
     try:
-        row["correct"] = case.check()
+        try:
+            row["correct"] = case.check()
+        except (RuntimeError, NotImplementedError, ValueError):
+            if op != "all_gather" or case.gather_list:
+                raise
+            case = _Case(op, count, rank, dtype, gather_list=True)  # the backend lacks the flat-tensor form
+            row["correct"] = case.check()
     except (RuntimeError, NotImplementedError, ValueError) as exc:
-        return {**row, "supported": False, "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+        return {**row, "api": case.api, "supported": False,
+                "reason": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"}
+    row["api"] = case.api
     for _ in range(spec.warmup_steps):
         case.run()
     own = [timed(rank, case.run) for _ in range(spec.iters)]

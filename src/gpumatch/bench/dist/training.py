@@ -2,8 +2,9 @@
 
 Weak scaling: every rank trains ``batch_per_rank`` sequences of ``seq_len`` tokens per step (random tokens,
 seeded by ``seed + rank``), AdamW (fused on CUDA, foreach on the CPU, as :mod:`gpumatch.bench.train`). Precision:
-on CUDA with dtype bf16 the parameters are fp32 and forward/backward run under ``torch.autocast(bfloat16)`` (DDP)
-or FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``; on the CPU everything is fp32.
+on CUDA with dtype bf16 (or fp16, without loss scaling) the parameters are fp32 and forward/backward run under
+``torch.autocast(bfloat16)`` (DDP) or FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``; on
+the CPU everything is fp32.
 
 Per step, raw (seconds, one value per timed step, each the slowest rank's, barrier-aligned:
 :mod:`gpumatch.bench.dist.common`): ``step_time_s`` (forward, loss, backward with its gradient communication,
@@ -74,7 +75,8 @@ def _step_fn(model: nn.Module, opt: torch.optim.Optimizer, rank: Rank, spec: Dis
     rope = rope_tables(s, spec.seq_len, rank.device, torch.bfloat16 if rank.cuda else torch.float32)
 
     def step() -> None:
-        amp = torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+        amp = (torch.autocast("cuda", dtype=dtype_for(rank, spec.dtype)[0]) if autocast
+               else contextlib.nullcontext())
         with amp:
             logits = model(inputs, rope)
             loss = F.cross_entropy(logits.float().view(-1, vocab), targets.view(-1))
@@ -137,7 +139,7 @@ def _ddp(rank: Rank, spec: DistSpec, model: Llama, row: dict[str, Any], losses: 
 
     ddp = DistributedDataParallel(model, device_ids=[rank.local_rank] if rank.cuda else None)
     opt = _optimizer(rank, ddp.parameters())
-    autocast = rank.cuda and dtype_for(rank, spec.dtype)[0] != torch.float32
+    autocast = dtype_for(rank, spec.dtype)[0] != torch.float32
     step = _step_fn(ddp, opt, rank, spec, model.s.vocab, autocast, losses)
     reset_peak_memory(rank)
     row["step_time_s"], row["rank_step_time_s"] = _timed_steps(rank, spec, step)
@@ -200,12 +202,22 @@ def _collective(rank: Rank, op: str, size_bytes: int, dtype: torch.dtype) -> Cal
     return lambda: fn(part, full)
 
 
+def _precision(rank: Rank, spec: DistSpec) -> str:
+    """How the step computes (module docstring): fp32 on the CPU or with dtype fp32."""
+    dtype, name = dtype_for(rank, spec.dtype)
+    if dtype == torch.float32:
+        return "fp32"
+    if spec.workload == "ddp":
+        return f"{name}-autocast/fp32-master"
+    return f"{name}-params/fp32-reduce/fp32-master"
+
+
 def run_training(rank: Rank, spec: DistSpec) -> dict[str, Any]:
     """Train ``spec.workload`` (ddp or fsdp) and return the rank JSON's ``steps`` (module docstring)."""
     model = build_model(spec.model, rank.device, torch.float32)
     row: dict[str, Any] = {"parallelism": spec.workload, "world_size": rank.world,
                            "params": sum(p.numel() for p in model.parameters()),
-                           "precision": "bf16-autocast/fp32-master" if rank.cuda and spec.dtype != "fp32" else "fp32"}
+                           "precision": _precision(rank, spec)}
     losses: list[torch.Tensor] = []
     (_ddp if spec.workload == "ddp" else _fsdp)(rank, spec, model, row, losses)
     tokens = spec.batch_per_rank * spec.seq_len

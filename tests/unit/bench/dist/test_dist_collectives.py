@@ -57,3 +57,33 @@ def test_gloo_sweep_four_ranks(tmp_path: Path) -> None:
     assert ag["count"] % n == 0
     # every rank saw the same slowest-rank times
     assert all(r["collectives"][0]["time_s"] == rows[0]["time_s"] for r in res.ranks)
+
+
+def test_all_gather_falls_back_to_the_list_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend without the flat-tensor all-gather gets the list form; one without an op says why."""
+    import torch.distributed as dist
+
+    from gpumatch.bench.dist import collectives
+    from gpumatch.bench.dist.common import Rank
+
+    def refuse(*_: object, **__: object) -> None:
+        raise RuntimeError("no allgather_into_tensor on this backend\nmore")
+
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        monkeypatch.setattr(dist, "all_gather_into_tensor", refuse)
+        monkeypatch.setattr(dist, "all_to_all_single", refuse)
+        import torch
+
+        rank = Rank(rank=0, world=1, local_rank=0, device=torch.device("cpu"), backend="gloo")
+        spec = DistSpec("collectives", sizes_bytes=(64,), iters=2, warmup_steps=0)
+        ag = collectives.measure_op("all_gather", 64, rank, spec)
+        assert ag["supported"] and ag["correct"] and ag["api"] == "all_gather"
+        a2a = collectives.measure_op("all_to_all", 64, rank, spec)
+        assert a2a == {**a2a, "supported": False, "reason": "RuntimeError: no allgather_into_tensor on this backend"}
+        assert "time_s" not in a2a
+        sr = collectives.measure_op("sendrecv", 64, rank, spec)
+        assert not sr["supported"] and "2 or more ranks" in sr["reason"]
+    finally:
+        dist.destroy_process_group()
