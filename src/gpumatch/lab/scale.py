@@ -314,7 +314,8 @@ def _record_steps(rec: Recording, ctx: _Ctx, base: dict[str, Any], ranks: list[d
     for r in ranks:
         s, cfg = r["steps"], {**_rank_cfg(base, r, n), **shape}
         raw = {"step_time_s": s["step_time_s"], "compute_time_s": s.get("compute_time_s"),
-               "comm_time_s": s.get("comm_time_s"), "loss": s.get("loss"), "tokens_per_step": s["tokens_per_step"]}
+               "comm_time_s": s.get("comm_time_s"), "loss": s.get("loss"), "tokens_per_step": s["tokens_per_step"],
+               "precision": s.get("precision")}
         rec.add_result("step_time_s", d.median(s["step_time_s"]), "s", config=cfg,
                        extra={**raw, "n": len(s["step_time_s"]), "statistic": "median"})
         for key in ("compute_time_s", "comm_time_s"):
