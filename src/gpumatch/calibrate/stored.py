@@ -11,7 +11,10 @@ Steps (:func:`calibrate_runs`):
 4. End-to-end classes, in :data:`PHASES` order: a coordinate search (:func:`gpumatch.calibrate.fit.search`) of the
    class's own Calibration fields on its fit shapes, starting from the shipped defaults, each phase starting from
    the previous one's result (decode first: its weight streaming sets the memory efficiency the others use).
-5. Score every class on its held-out shapes before (shipped defaults) and after, and by leave-one-shape-out on
+5. The collective class (:mod:`gpumatch.calibrate.collectives`): ``nvlink_efficiency`` (or ``pcie_efficiency``)
+   and ``collective_latency_s`` from the collectives of ``bench scale`` runs and imported nccl-tests runs of the
+   same card, held out by message size.
+6. Score every class on its held-out shapes before (shipped defaults) and after, and by leave-one-shape-out on
    its fit shapes: each fit shape in turn is dropped, the class's fields (or curve) refitted without it, and the
    dropped shape predicted.
 
@@ -293,12 +296,35 @@ def basis_text(run_ids: Sequence[int], gpu_name: str, uuids: Sequence[str]) -> s
     return f"calibrated from {word} {_spans(run_ids)} on {short} {cards[0][:12]}...{more}"
 
 
+def _bench_part(store: Path | None, run_ids: Sequence[int], gpu: str | None,
+                coll: Any) -> tuple[str, list[StoredRun]]:
+    """The bench runs of the fit: those of ``run_ids`` that are not collective runs; none when every named run
+    is one, or when the store has collective runs only (then their card)."""
+    coll_ids = set(coll.run_ids) if coll is not None else set()
+    bench_ids = [i for i in run_ids if i not in coll_ids]
+    if coll is not None and run_ids and not bench_ids:
+        return coll.card, []
+    try:
+        return load_runs(store, bench_ids, gpu or (coll.card if coll is not None else None))
+    except InputError:
+        if coll is None or bench_ids:
+            raise
+        return coll.card, []
+
+
 def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None,
                    today: dt.date | None = None) -> StoredFit:
-    """Fit a calibration from stored bench runs (module docstring). ``today`` goes into the provenance."""
-    card, runs = load_runs(store, run_ids, gpu)
+    """Fit a calibration from stored bench runs (module docstring) and, where the store holds them, the collective
+    class from ``bench scale`` collectives and imported nccl-tests runs of the same card
+    (:mod:`gpumatch.calibrate.collectives`). ``today`` goes into the provenance."""
+    from gpumatch.calibrate.collectives import fit_collectives, load_collective_points
+
+    coll = load_collective_points(store, run_ids, gpu)
+    card, runs = _bench_part(store, run_ids, gpu, coll)
+    if coll is not None and coll.card != card:
+        coll = load_collective_points(store, run_ids, card)
     cases = cases_of_runs(runs)
-    if not any(c.fit for c in cases):
+    if not any(c.fit for c in cases) and coll is None:
         raise InputError(f"the runs {_spans([r.run_id for r in runs])} hold no result a calibration can use",
                          "run 'gpumatch bench run --suite standard' on the card")
     curves = fit_curves(card, [c for c in cases if c.fit])
@@ -309,20 +335,29 @@ def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | N
     before, after = _predictor(card, start, None), _predictor(card, e2e, curves)
     present = [cls for cls in CLASSES if any(c.kind == cls for c in cases)]
     scores = tuple(_score(card, cls, cases, before, after, e2e) for cls in present)
+    names = [n for _, ns in PHASES for n in ns]
+    if coll is not None:
+        cf = fit_collectives(coll.points, card, coll.pcie, e2e)
+        e2e = replace(e2e, **cf.fields())
+        scores += (ClassScore(**cf.score()),)
+        names += list(cf.fields())
+        ids = sorted({*ids, *coll.run_ids})
     held_time = [s.held_after_max for s in scores if s.cls in ("decode", "prefill", "train-step")
                  and not math.isnan(s.held_after_max)]
     err = max([TIME_ERROR_FLOOR, *held_time])
-    card_uuids, dates = sorted(set(uuids)), sorted({r.started_at[:10] for r in runs})
-    fitted_at, names = (today or dt.date.today()).isoformat(), [n for _, ns in PHASES for n in ns]
-    prov: dict[str, Any] = {"run_ids": ids, "card": card, "gpu_names": sorted({r.gpu_name for r in runs}),
+    card_uuids = sorted(set(uuids))
+    dates = sorted({r.started_at[:10] for r in runs} | set(coll.dates if coll is not None else ()))
+    fitted_at = (today or dt.date.today()).isoformat()
+    gpu_names = sorted({r.gpu_name for r in runs} | set(coll.gpu_names if coll is not None else ()))
+    prov: dict[str, Any] = {"run_ids": ids, "card": card, "gpu_names": gpu_names,
                             "card_uuids": card_uuids, "dates": dates, "fitted_at": fitted_at,
-                            "split": "by shape within each class: even positions by size fit, odd held out",
-                            "fields": names}
-    text = (f"fitted {fitted_at} by gpumatch calibrate from bench runs {_spans(ids)} on {card} "
+                            "split": "by shape within each class: even positions by size fit, odd held out "
+                                     "(collectives: by message size)", "fields": names}
+    text = (f"fitted {fitted_at} by gpumatch calibrate from runs {_spans(ids)} on {card} "
             f"({', '.join(card_uuids) or 'no UUID'}; measured {', '.join(dates)}); fields "
             f"{', '.join(names)}; other fields the shipped defaults")
-    cal = replace(e2e, basis=basis_text(ids, runs[0].gpu_name, uuids or ["GPU-?"]), provenance=text,
-                  fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100)
+    cal = replace(e2e, basis=basis_text(ids, gpu_names[0] if gpu_names else card, uuids or ["GPU-?"]),
+                  provenance=text, fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100)
     return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov)
 
 

@@ -1,4 +1,4 @@
-"""``gpumatch bench run|serve|list|show|compare|export``: the fixed experiment package and its stored runs.
+"""``gpumatch bench run|serve|scale|list|show|compare|export``: the fixed experiment package and its stored runs.
 
 Each command parses, makes one library call (:mod:`gpumatch.lab`) and renders (:mod:`gpumatch.report.bench`)."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -83,14 +84,19 @@ def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."
 
 
 @app.command("show", help="One bench run: each case measured, predicted, ratio, n and percentiles; failures with "
-             "their reason. Example: gpumatch bench show 3 --format json")
+             "their reason. A serve run: its load levels; a scale run: its ladder (n, tokens/s, per added GPU, "
+             "efficiency, delivers k, exposed comm, predicted, ratio). Example: gpumatch bench show 3 --format json")
 def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench list'."),
              store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import load_run, run_kind
     from gpumatch.report.bench import show_csv, show_text
 
-    if run_kind(store, run_id) == "serve":
+    kind = run_kind(store, run_id)
+    if kind == "serve":
         _show_serve(store, run_id, fmt)
+        return
+    if kind == "scale":
+        _show_scale(store, run_id, fmt)
         return
     data = load_run(store, run_id)
     if fmt is Format.json:
@@ -250,3 +256,64 @@ def import_cmd(file: Path = _FILE,
     run_id = import_run(file, store)
     sys.stderr.write(f"gpumatch: {file} imported as bench run {run_id}\n")
     emit(str(run_id))
+
+
+_SCALE_HELP = (
+    "The same workload on 1 -> 2 -> 4 -> 8 GPUs through torchrun (NCCL; gloo on CPU processes with --cpu or "
+    "without CUDA), only the counts this machine has. Reports throughput per added GPU, scaling efficiency "
+    "X_n / (n X_1), 'n GPUs deliver the throughput of k' and the exposed communication per step; collectives "
+    "give algbw and busbw as nccl-tests defines them. Beside each figure the estimator's prediction and "
+    "measured / predicted. One run of kind scale in the results store (a record per rank, the GPU topology and "
+    "launch environment in the manifest); a failing rung is recorded and the ladder goes on. Several nodes: run "
+    "the same command on each with --nnodes and --rdzv-endpoint (docs/scale.md: Slurm, Kubernetes).\n\n"
+    "Example: gpumatch bench scale --workload collectives --gpus 1,2,4,8 --sizes 1KiB..1GiB"
+)
+
+
+@app.command("scale", help=_SCALE_HELP)
+def scale_cmd(
+    workload: str = typer.Option("ddp", "--workload", help="collectives, ddp, fsdp or tp-decode."),
+    gpus: str = typer.Option("", "--gpus", help="Rungs, e.g. 1,2,4,8 (default: those up to what is here)."),
+    model: str | None = typer.Option(None, "--model", help="Model preset (default llama-3.2-1b; tiny on CPU)."),
+    batch_per_gpu: int = typer.Option(1, "--batch-per-gpu", help="Sequences per GPU per step (TP: decode batch)."),
+    seq: int = typer.Option(128, "--seq", help="Training sequence / decode context (tokens)."),
+    steps: int = typer.Option(10, "--steps", help="Timed steps per rung (after --warmup)."),
+    sizes: str = typer.Option("", "--sizes", help="Collectives: 1KiB..1GiB (x2), 4KiB..64MiB:4 or 1MiB,16MiB."),
+    iters: int = typer.Option(20, "--iters", help="Collectives: timed iterations per size."),
+    ops: str = typer.Option("", "--ops", help="Collectives: all_reduce,all_gather,reduce_scatter,all_to_all,sendrecv."),
+    warmup: int = typer.Option(3, "--warmup", help="Untimed warm-up steps / iterations."),
+    cpu: bool = typer.Option(False, "--cpu", help="CPU processes over gloo even where CUDA is (tests, smoke)."),
+    nnodes: int = typer.Option(1, "--nnodes", help="Nodes (run the command on each)."),
+    rdzv_endpoint: str | None = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per rung before it is killed (a failure)."),
+    seed: int = typer.Option(0, "--seed", help="Data seed."),
+    no_store: bool = typer.Option(False, "--no-store", help="Record nothing in the results store."),
+    store: str | None = StoreOption,
+    fmt: Format = FormatOption,
+) -> None:
+    from gpumatch.lab.scale import ScaleRequest, parse_counts, parse_sizes, run_scale
+    from gpumatch.report.scale import ScaleProgress
+
+    req = ScaleRequest(workload=workload, gpus=parse_counts(gpus), model=model, batch_per_gpu=batch_per_gpu,
+                       seq=seq, steps=steps, sizes_bytes=parse_sizes(sizes) if sizes else (), iters=iters, cpu=cpu,
+                       ops=tuple(o.strip() for o in ops.split(",") if o.strip()), warmup_steps=warmup,
+                       nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, store=store, use_store=not no_store,
+                       timeout_s=timeout, seed=seed)
+    with ScaleProgress() as progress:
+        out = run_scale(req, progress)
+    _emit_scale(out.to_json(), fmt)
+
+
+def _emit_scale(doc: dict[str, Any], fmt: Format) -> None:
+    from gpumatch.report.scale import scale_csv, scale_text
+
+    if fmt is Format.json:
+        emit_object(doc, fmt)
+    else:
+        emit(scale_csv(doc) if fmt is Format.csv else scale_text(doc))
+
+
+def _show_scale(store: str | None, run_id: int, fmt: Format) -> None:
+    from gpumatch.lab.scale_stored import load_scale_run
+
+    _emit_scale(load_scale_run(store, run_id, raw=fmt is Format.json), fmt)

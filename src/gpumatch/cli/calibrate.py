@@ -18,8 +18,9 @@ Examples:
   gpumatch calibrate --store h200.sqlite
   gpumatch calibrate --run 3 --run 4 --gpu h200 --out h200-calibration.json
 
-Per operator class (GEMM per precision, device copies, decode, prefill, training step, training memory) it
-prints the error on held-out shapes before (shipped defaults) and after, and the leave-one-shape-out error.
+Per operator class (GEMM per precision, device copies, decode, prefill, training step, training memory, and
+collectives from 'bench scale' runs and imported nccl-tests files) it prints the error on held-out shapes
+(collectives: held-out message sizes) before (shipped defaults) and after, and the leave-one-out error.
 The calibration is stored (unless --no-save); 'gpumatch estimate' then uses the newest one of that card by
 default and says so in its basis. One card model per calibration: runs on several need --gpu.
 """

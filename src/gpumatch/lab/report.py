@@ -216,6 +216,11 @@ def run_section(store: Path | None, run_id: int) -> dict[str, Any]:
     """One stored run (bench, monitor, ...): record, manifest, results, failures, telemetry and the load ladder."""
     data, samples = _any_run(store, run_id)
     compared = [r for r in data["results"] if r.get("ratio") is not None]
-    scaling = [r for r in data["results"] if "scaling" in r["metric"]]
+    scale = None
+    if data["run"].get("kind") == "scale":
+        from gpumatch.lab.scale_stored import load_scale_run
+
+        scale = load_scale_run(store, run_id)
+    scaling = [r for r in data["results"] if "scaling" in r["metric"]] if scale is None else []
     return {**data, "telemetry": telemetry_series(samples), "compared": compared, "ladder": _ladder(data["results"]),
-            "scaling": scaling, "n_samples": len(samples)}
+            "scaling": scaling, "scale": scale, "n_samples": len(samples)}

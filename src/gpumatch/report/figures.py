@@ -194,3 +194,57 @@ def scaling_ladder(rows: list[dict[str, Any]]) -> str:
         ax.set_xlabel("GPUs")
         ax.set_ylabel(rows[0]["metric"])
         return _svg(fig)
+
+
+def scale_throughput(ladder: list[dict[str, Any]]) -> str:
+    """A ``bench scale`` ladder: measured tokens/s over GPUs against ideal linear scaling n·X_1 and the
+    estimator's prediction (top); scaling efficiency X_n / (n X_1) (bottom)."""
+    rows = sorted(ladder, key=lambda r: r["n_gpus"])
+    ns = [r["n_gpus"] for r in rows]
+    x1 = next((r["tokens_per_s"] for r in rows if r["n_gpus"] == 1), None)
+    with _figure(7.2, 5.6, rows=2) as (fig, (ax, ax2)):
+        ax.plot(ns, [r["tokens_per_s"] for r in rows], marker="o", color=PALETTE[0], label="measured X_n")
+        if x1:
+            ax.plot(ns, [n * x1 for n in ns], ls=":", color="#888888", label="ideal n X_1")
+        pred = [(r["n_gpus"], r["predicted_tokens_per_s"]) for r in rows if r.get("predicted_tokens_per_s")]
+        if pred:
+            ax.plot([p[0] for p in pred], [p[1] for p in pred], ls="--", marker="x", color=PALETTE[1],
+                    label="gpumatch estimate")
+        ax.set_ylabel("tokens/s")
+        ax.legend(fontsize=8)
+        eff = [(r["n_gpus"], r["scaling_efficiency"]) for r in rows if r.get("scaling_efficiency") is not None]
+        ax2.plot([e[0] for e in eff], [e[1] * 100 for e in eff], marker="o", color=PALETTE[2])
+        ax2.axhline(100, ls=":", color="#888888")
+        ax2.set_ylabel("efficiency X_n / (n X_1), %")
+        ax2.set_xlabel("GPUs")
+        ax2.set_xscale("log", base=2)
+        from matplotlib.ticker import FuncFormatter
+
+        ax2.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        return _svg(fig)
+
+
+def scale_busbw(rows: list[dict[str, Any]]) -> str:
+    """Collectives of a ``bench scale`` run: bus bandwidth over message size, one line per op and GPU count
+    (1 rank left out: nothing crosses a link), the communication model's prediction dashed."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["n_gpus"] > 1:
+            groups.setdefault((r["op"], r["n_gpus"]), []).append(r)
+    with _figure(7.2, 5.0) as (fig, ax):
+        for i, ((op, n), rs) in enumerate(sorted(groups.items())):
+            c = PALETTE[i % len(PALETTE)]
+            rs = sorted(rs, key=lambda r: r["size_bytes"])
+            ax.plot([r["size_bytes"] for r in rs], [r["busbw_bytes_per_s"] / 1e9 for r in rs], marker="o", ms=3,
+                    color=c, label=f"{op} n={n}")
+            pred = [r for r in rs if r.get("predicted")]
+            if pred:
+                ax.plot([r["size_bytes"] for r in pred],
+                        [r["size_bytes"] / r["predicted"] * (r.get("busbw_factor") or 1.0) / 1e9 for r in pred],
+                        ls="--", color=c)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("busbw (GB/s); dashed: estimate")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+        return _svg(fig)

@@ -202,6 +202,7 @@ def run_html(r: dict[str, Any]) -> str:
                             "compute-bound.", f"load-{rid}", f"Run {rid}: decode throughput and energy over load"))
     if r["scaling"]:
         parts.append(figure(figures.scaling_ladder(r["scaling"]), "", f"scale-{rid}", f"Run {rid}: scaling ladder"))
+    parts += _scale_figures(rid, r.get("scale"))
     parts.append(f"<details><summary>All {len(r['results'])} results (measured, predicted or datasheet, ratio)"
                  "</summary>" + table(r["results"], [
         ("case", "case"), ("metric", "metric"), ("configuration", lambda x: _e(config_text(x.get("config")))),
@@ -212,6 +213,25 @@ def run_html(r: dict[str, Any]) -> str:
         parts.append("<h3>Failed configurations</h3>" + table(r["failures"], [
             ("case", "case"), ("class", "error_class"), ("message", "message")]))
     return "".join(parts)
+
+
+def _scale_figures(rid: Any, scale: dict[str, Any] | None) -> list[str]:
+    """The scaling ladder of a ``bench scale`` run (and its collectives' bus bandwidth)."""
+    if not scale:
+        return []
+    out = []
+    if scale.get("ladder"):
+        out.append(figure(figures.scale_throughput(scale["ladder"]),
+                          "Measured throughput X_n against ideal linear scaling n X_1 and gpumatch's estimate; below, "
+                          "scaling efficiency X_n / (n X_1). The gap to the ideal line is communication waiting, "
+                          "synchronisation bubbles and stragglers.", f"ladder-{rid}",
+                          f"Run {rid}: scaling ladder ({_e(scale.get('workload'))})"))
+    if any(c["n_gpus"] > 1 for c in scale.get("collectives") or []):
+        out.append(figure(figures.scale_busbw(scale["collectives"]),
+                          "busbw = algbw x the nccl-tests factor (doc/PERFORMANCE.md): comparable across rank "
+                          "counts and with the link's bandwidth.", f"busbw-{rid}",
+                          f"Run {rid}: collectives, bus bandwidth over message size"))
+    return out
 
 
 def _toc(data: dict[str, Any]) -> str:
