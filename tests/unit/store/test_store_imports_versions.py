@@ -25,6 +25,7 @@ GENAI_CONFIG = V / "genai-perf-config-profile_export_genai_perf.json"
 GENAI_FLAT = V / "genai-perf-flat-args-profile_export_genai_perf.json"
 NCCL_V1 = V / "nccl-tests-v1-all-reduce.json"
 NCCL_V3 = V / "nccl-tests-v3-all-reduce-per-iter.json"
+AIPERF = DATA / "aiperf-profile-export.json"
 EVENTS: list[Any] = []
 
 
@@ -148,6 +149,23 @@ def test_genai_perf_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
     assert (("completed_requests", load) in res) is (path == GENAI_CONFIG)  # request_count: newer releases only
 
 
+def test_aiperf_schema_1_1_keeps_version_and_reads_a_zoned_start(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """AIPerf 2026 exports carry ``schema_version``/``aiperf_version`` and ``count``/``sum`` in each record."""
+    doc = json.loads(AIPERF.read_text())
+    doc.update(schema_version="1.1", aiperf_version="0.9.0", start_time="2026-07-01T10:00:00+02:00")
+    doc["time_to_first_token"].update(count=96, sum=4408.3)
+    path = tmp_path / "profile_export_aiperf.json"
+    path.write_text(json.dumps(doc))
+    store = str(tmp_path / "s.sqlite")
+    assert _import(capsys, path, store) == "aiperf"
+    run, res = _only_run(store)
+    assert run.manifest["source"]["schema_version"] == "1.1" and run.manifest["source"]["tool_version"] == "0.9.0"
+    assert run.manifest["source"]["tool"] == "aiperf profile"
+    assert run.started_at.startswith("2026-07-01T08:00:00")
+    assert not [m for m, _ in res if m.endswith(("_count_s", "_sum_s"))]
+
+
 def test_nccl_tests_v1_misspelt_average(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = str(tmp_path / "s.sqlite")
     assert _import(capsys, NCCL_V1, store) == "nccl-tests"
@@ -177,7 +195,8 @@ def test_nccl_tests_v3_per_iteration_statistics(tmp_path: Path, capsys: pytest.C
 @pytest.mark.parametrize(("source", "edit", "message"), [
     (NCCL_V3, lambda d: {**d, "version": 4}, "nccl-tests JSON version 4 is not one gpumatch reads"),
     (GUIDELLM_07, lambda d: {**d, "metadata": {**d["metadata"], "version": 3}},
-     "GuideLLM report schema version 3 is not one gpumatch reads")])
+     "GuideLLM report schema version 3 is not one gpumatch reads"),
+    (AIPERF, lambda d: {**d, "schema_version": "2.0"}, "AIPerf export schema_version '2.0' is not one gpumatch reads")])
 def test_unknown_versions_are_one_line_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], source: Path,
                                                     edit: Any, message: str) -> None:
     bad = tmp_path / source.name

@@ -25,13 +25,16 @@ from typing import Any
 
 from gpumatch.errors import InputError
 from gpumatch.metric_names import AIPERF_LATENCIES, AIPERF_SCALARS, DIST_STATS, TIME_UNIT_TO_S
-from gpumatch.store.formats import ImportedResult, ImportedRun, number, obj, utc
+from gpumatch.store.formats import ImportedResult, ImportedRun, number, obj
 
-_ISO = ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S")
+KNOWN_SCHEMA_MAJOR = "1"
+"""AIPerf ``schema_version`` major gpumatch reads (``JsonExportData.SCHEMA_VERSION``, "1.1" in 2026: records gained
+``count`` and ``sum``, not stored; AIPerf bumps it on breaking changes). Files before it have no ``schema_version``."""
 
 
 def parse_aiperf(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
     """One AIPerf aggregate export as an :class:`ImportedRun` (InputError when it holds no latency record)."""
+    _check_schema(data, source)
     cfg = obj(data.get("input_config"))
     tool = _tool(cfg)
     load, endpoint, names = _layout(cfg)
@@ -49,7 +52,7 @@ def parse_aiperf(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
                            "tool_version": data.get("aiperf_version"), "schema_version": data.get("schema_version")},
                 "model": model, "endpoint_type": endpoint.get("type") or cfg.get("endpoint_type"),
                 "streaming": endpoint.get("streaming", cfg.get("streaming"))}
-    started = utc(data.get("start_time"), _ISO) or datetime.now(UTC)
+    started = _iso_utc(data.get("start_time")) or datetime.now(UTC)
     duration = data.get("benchmark_duration")
     seconds = _avg_seconds(duration) if isinstance(duration, dict) else None
     return ImportedRun(f"serve {model or 'unknown model'} ({tool})", manifest, config, results, started, seconds)
@@ -117,3 +120,23 @@ def _scalars(data: dict[str, Any], config: dict[str, Any]) -> list[ImportedResul
 def _avg_seconds(rec: dict[str, Any]) -> float | None:
     v = number(rec.get("avg"))
     return None if v is None else v * TIME_UNIT_TO_S.get(str(rec.get("unit")), 1.0)
+
+
+def _check_schema(data: dict[str, Any], source: dict[str, Any]) -> None:
+    """Refuse an export whose ``schema_version`` major is not :data:`KNOWN_SCHEMA_MAJOR`."""
+    version = data.get("schema_version")
+    if version is not None and str(version).split(".")[0] != KNOWN_SCHEMA_MAJOR:
+        raise InputError(f"{source['file']}: AIPerf export schema_version {version!r} is not one gpumatch reads "
+                         f"({KNOWN_SCHEMA_MAJOR}.x)", "check its records against that AIPerf release's "
+                         "docs/reference/json-export-schema.md, then report the new layout")
+
+
+def _iso_utc(text: Any) -> datetime | None:
+    """An ISO 8601 time (AIPerf writes a naive local ``datetime``, taken as UTC; an offset, when written, is used)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
