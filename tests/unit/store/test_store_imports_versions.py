@@ -247,3 +247,43 @@ def test_imported_levels_beside_a_gpumatch_serve_run(tmp_path: Path, capsys: pyt
     (ttft,) = [r for r in rows if r["key"] == "serve ttft_p50_s max_concurrency=8"]
     assert [c["value"] for c in ttft["cells"]] == [0.040, pytest.approx(want_c8)]
     assert ttft["quantity"] == "TTFT p50" and ttft["case"] == "serve"
+
+
+def _first_vllm_level() -> dict[str, Any]:
+    return dict(json.loads(VLLM_APPEND.read_text().splitlines()[0]))
+
+
+def test_vllm_zero_means_are_not_measurements(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM writes np.mean([] or 0): a non-streaming endpoint gives TTFT and ITL of 0 for every statistic."""
+    doc = _first_vllm_level()
+    doc.update({k: 0.0 for k in doc if k.endswith(("_ttft_ms", "_itl_ms"))})
+    path = tmp_path / "nonstreaming.json"
+    path.write_text(json.dumps(doc))
+    store = str(tmp_path / "s.sqlite")
+    assert _import(capsys, path, store) == "vllm"
+    run, res = _only_run(store)
+    assert not [m for m, _ in res if m.startswith(("ttft_", "itl_"))]
+    assert res[("tpot_mean_s", "max_concurrency=1,request_rate=inf")].value == pytest.approx(0.0069)
+    assert run.manifest["source"]["unmeasured"] == ["itl", "ttft"]
+
+
+def test_vllm_run_where_every_request_failed_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _first_vllm_level()
+    doc.update(completed=0, failed=8, **{k: 0.0 for k in doc if k.endswith("_ms")})
+    path = tmp_path / "failed.json"
+    path.write_text(json.dumps(doc))
+    code, _, err = _run(capsys, "runs", "import", str(path), "--store", str(tmp_path / "s.sqlite"))
+    assert code == 2 and "every request of this vLLM run failed" in err and len(err.strip().splitlines()) <= 2
+
+
+def test_guidellm_summary_without_successful_requests_is_skipped(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """GuideLLM writes a zero summary (count 0) when no request of a status exists: no measurement."""
+    doc = json.loads(REAL_GUIDELLM_03.read_text())
+    doc["benchmarks"][0]["metrics"]["time_to_first_token_ms"]["successful"]["count"] = 0
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(doc))
+    store = str(tmp_path / "s.sqlite")
+    _import(capsys, path, store)
+    _, res = _only_run(store)
+    assert not [m for m, _ in res if m.startswith("ttft_")] and ("tpot_mean_s", "max_concurrency=1") in res

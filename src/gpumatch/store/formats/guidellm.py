@@ -120,8 +120,9 @@ def _results(metrics: dict[str, Any], config: dict[str, Any], where: str) -> lis
                                       {"source_key": path, "source_value": value,
                                        "source_unit": "ms" if key.endswith("_ms") else "s"}))
     for key, (name, unit) in GUIDELLM_RATES.items():
-        mean = number(obj(obj(metrics.get(key)).get("successful")).get("mean"))
-        if mean is not None:
+        summary = obj(obj(metrics.get(key)).get("successful"))
+        mean = number(summary.get("mean"))
+        if mean is not None and summary.get("count") != 0:
             out.append(ImportedResult(name, mean, unit, config, {"source_key": f"{where}.{key}.successful.mean",
                                                                  "source_value": mean, "source_unit": unit}))
     return out
@@ -130,8 +131,8 @@ def _results(metrics: dict[str, Any], config: dict[str, Any], where: str) -> lis
 def _stats(dist: Any, path: str) -> list[tuple[str, float, str]]:
     """(gpumatch stat, value, source path) of one status distribution's ``successful`` summary."""
     summary = dist.get("successful") if isinstance(dist, dict) else None
-    if not isinstance(summary, dict):
-        return []
+    if not isinstance(summary, dict) or summary.get("count") == 0:
+        return []  # no successful request: GuideLLM writes zeros, which are no measurement
     found = [(DIST_STATS[k], v, f"{path}.{k}") for k in ("mean", "median", "std_dev")
              if (v := number(summary.get(k))) is not None]
     pct = obj(summary.get("percentiles"))

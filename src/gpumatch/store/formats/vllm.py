@@ -37,12 +37,17 @@ _PER_S = {"request_throughput": "1/s", "request_goodput": "1/s", "request_inthro
 
 def parse_vllm(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
     """One vLLM save-result object as an :class:`ImportedRun` (InputError when it holds no metric)."""
+    if data.get("completed") == 0:
+        raise InputError(f"{source['file']}: every request of this vLLM run failed (completed 0); vLLM writes its "
+                         "latencies as 0 then, which are no measurement", "see the file's 'errors', fix the server "
+                         "or client and measure again")
     load = {k: data[k] for k in _LOAD_KEYS if k in data and data[k] is not None}
     config = {"case": "serve", **{k: v for k, v in load.items() if k not in ("model_id", "tokenizer_id")}}
     results = []
+    unmeasured = _unmeasured(data)
     for key, value in data.items():
         mapped, v = si_name(key), number(value)
-        if mapped is None or v is None:
+        if mapped is None or v is None or (key.endswith("_ms") and key.split("_")[-2] in unmeasured):
             continue
         name, unit, factor = mapped
         results.append(ImportedResult(name, v * factor, unit, config,
@@ -55,7 +60,8 @@ def parse_vllm(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
         raise InputError(f"{source['file']}: a vLLM result file without latency metrics (mean_ttft_ms...)",
                          "give the file 'vllm bench serve --save-result' wrote")
     arrays = {new: data[old] for old, new in _ARRAYS.items() if isinstance(data.get(old), list)}
-    manifest = {"source": {**source, "tool": "vllm bench serve"}, "model": data.get("model_id"),
+    manifest = {"source": {**source, "tool": "vllm bench serve", "unmeasured": sorted(unmeasured)},
+                "model": data.get("model_id"),
                 "tokenizer": data.get("tokenizer_id"), "backend": data.get("backend")}
     duration = number(data.get("duration"))
     saved = utc(data.get("date"), ("%Y%m%d-%H%M%S",))
@@ -89,3 +95,10 @@ def parse_vllm_appended(objects: list[dict[str, Any]], source: dict[str, Any]) -
     results = [res for r in runs for res in r.results]
     events = [ev for r in runs for ev in r.events]
     return ImportedRun(first.name, manifest, config, results, started, (ended - started).total_seconds(), events)
+
+
+def _unmeasured(data: dict[str, Any]) -> set[str]:
+    """vLLM's latency metrics (``ttft``, ``tpot``, ``itl``, ``e2el``) whose mean is exactly 0 ms: vLLM computes
+    ``np.mean(values or 0)``, so an empty list (no streamed chunks from a non-streaming endpoint: no TTFT, no ITL;
+    every output one token long: no TPOT) is written as 0 for every statistic. Not measured, not stored."""
+    return {m for m in ("ttft", "tpot", "itl", "e2el") if data.get(f"mean_{m}_ms") == 0}
