@@ -287,3 +287,19 @@ def test_guidellm_summary_without_successful_requests_is_skipped(tmp_path: Path,
     _import(capsys, path, store)
     _, res = _only_run(store)
     assert not [m for m, _ in res if m.startswith("ttft_")] and ("tpot_mean_s", "max_concurrency=1") in res
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("run.pytorch.json", json.dumps([{"benchmark": {"name": "vLLM benchmark", "extra_info": {"args": {}}},
+                                      "model": {"name": "m"}, "metric": {"name": "median_ttft_ms",
+                                                                         "benchmark_values": [21.1]}}]),
+     "vLLM's PyTorch-benchmark-format companion file"),
+    ("profile_export.jsonl", "\n".join(json.dumps({"metadata": {"request_start_ns": 100 + i, "request_end_ns": 200},
+                                                   "metrics": {"request_latency": {"value": 100, "unit": "ms"}}})
+                                       for i in range(2)), "AIPerf per-request records")])
+def test_companion_files_name_the_right_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str,
+                                             message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    code, _, err = _run(capsys, "runs", "import", str(path), "--store", str(tmp_path / "s.sqlite"))
+    assert code == 2 and message in err and len(err.strip().splitlines()) <= 2

@@ -93,6 +93,7 @@ def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
     try:
         data = parse_json_object(text, str(path))
     except DataFileError:
+        wrong_file(text, path)
         lines = appended_objects(text, str(path))
         if lines is None or fmt not in (None, "vllm"):
             raise
@@ -125,6 +126,21 @@ def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
     from gpumatch.store.formats.nccl_tests import parse_nccl_tests
 
     return parse_nccl_tests(data, source), sha
+
+
+def wrong_file(text: str, path: Path) -> None:
+    """Raise a one-line InputError naming the right file when ``text`` is a known companion of a result file: the
+    PyTorch-benchmark list vLLM writes beside it (``*.pytorch.json``: records with ``benchmark.name`` "vLLM
+    benchmark", ``vllm/benchmarks/lib/utils.py``, written when ``SAVE_TO_PYTORCH_BENCHMARK_FORMAT`` is set) or AIPerf's
+    per-request records (``profile_export.jsonl``: one ``{"metadata", "metrics"}`` object a line)."""
+    head = text.lstrip()[:4096]
+    if head.startswith("[") and '"vLLM benchmark"' in head:
+        raise InputError(f"{path}: vLLM's PyTorch-benchmark-format companion file, not its result file",
+                         f"give the file beside it without '.pytorch' ({path.name.replace('.pytorch', '')})")
+    first = head.split("\n", 1)[0]
+    if first.startswith("{") and '"metrics"' in first and '"metadata"' in first and '"request_start_ns"' in first:
+        raise InputError(f"{path}: AIPerf per-request records (profile_export.jsonl), not the summary",
+                         "give profile_export_aiperf.json from the same directory")
 
 
 def appended_objects(text: str, label: str) -> list[dict[str, Any]] | None:
