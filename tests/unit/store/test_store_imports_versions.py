@@ -303,3 +303,20 @@ def test_companion_files_name_the_right_file(tmp_path: Path, capsys: pytest.Capt
     path.write_text(text)
     code, _, err = _run(capsys, "runs", "import", str(path), "--store", str(tmp_path / "s.sqlite"))
     assert code == 2 and message in err and len(err.strip().splitlines()) <= 2
+
+
+@pytest.mark.parametrize("path", [NCCL_V1, NCCL_V3])
+def test_nccl_units_agree_with_the_published_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  path: Path) -> None:
+    """The rows are real runs' console tables (versions/README.md): stored time (s) and algorithm bandwidth (B/s)
+    satisfy algbw = size / time, which holds only with nccl-tests' time in us and GB = 1e9 B (not 2**30)."""
+    store = str(tmp_path / "s.sqlite")
+    _import(capsys, path, store)
+    _, res = _only_run(store)
+    sizes = {int(load.split(",")[0].split("=")[1]) for m, load in res if m == "nccl_time_s"}
+    assert len(sizes) == 5
+    for size in sizes:
+        for placement in ("out_of_place", "in_place"):
+            where = f"size_bytes={size},placement={placement}"
+            t, alg = res[("nccl_time_s", where)].value, res[("nccl_alg_bandwidth_bytes_per_s", where)].value
+            assert alg == pytest.approx(size / t, rel=0.01)
