@@ -38,6 +38,15 @@ SCALAR_KEYS: dict[str, tuple[str, str, float]] = {
 """vLLM's summary keys that are not latency statistics, with gpumatch's name, unit and conversion factor."""
 
 
+LEGACY_KEYS: dict[str, tuple[str, str, float]] = {
+    # vLLM benchmarks/benchmark_serving.py of 2024 (v0.4 era) wrote the request rate under a misspelt key and an input
+    # token rate that later versions dropped (its result dict)
+    "request_inthroughput": ("request_throughput_per_s", "1/s", 1.0),
+    "input_throughput": ("input_tokens_per_s", "token/s", 1.0),
+}
+"""Keys only older vLLM files carry; read on import, never written (:func:`vllm_key` ignores them)."""
+
+
 def si_name(vllm_key: str) -> tuple[str, str, float] | None:
     """gpumatch's (name, unit, factor) for one vLLM save-result key, None for a key that is not a metric.
 
@@ -50,6 +59,8 @@ def si_name(vllm_key: str) -> tuple[str, str, float] | None:
     """
     if vllm_key in SCALAR_KEYS:
         return SCALAR_KEYS[vllm_key]
+    if vllm_key in LEGACY_KEYS:
+        return LEGACY_KEYS[vllm_key]
     m = _LATENCY_KEY.match(vllm_key)
     if m is None:
         return None

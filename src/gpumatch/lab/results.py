@@ -8,6 +8,7 @@ from its results (``extra`` holds ``n``, the percentiles ``n`` supports, ``predi
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,35 @@ def load_run(store: Path | str | None, run_id: int, raw: bool = False) -> dict[s
                          for f in data["failures"]]}
 
 
+SERVING_LOAD = ("max_concurrency", "request_rate")
+"""What identifies a serving load level across tools: the concurrency cap (clients) and the request rate (1/s)."""
+
+
+def _serving(config: dict[str, Any]) -> bool:
+    """A serving level: an imported tool's (``case: serve``) or gpumatch ``bench serve``'s (``mode`` concurrency or
+    rate, :class:`gpumatch.lab.loadgen.runner.Level`)."""
+    return config.get("case") == "serve" or config.get("mode") in ("concurrency", "rate")
+
+
+def _load_key(config: dict[str, Any]) -> str:
+    """A serving level as ``max_concurrency=8`` / ``request_rate=4``: only the load, numbers written alike
+    (8 == 8.0; an infinite rate, vLLM's ``"inf"``, means no rate limit and is left out), plus ``phase=search``
+    for gpumatch's search levels; labels, level indexes and each tool's own settings do not split levels."""
+    parts = [f"{k}={float(v):g}" for k in SERVING_LOAD
+             if isinstance(v := config.get(k), int | float) and not isinstance(v, bool) and math.isfinite(v)]
+    if config.get("phase") == "search":
+        parts.append("phase=search")
+    return " ".join(parts)
+
+
 def case_key(row: dict[str, Any]) -> str:
-    """What a result measures, as one line: the case, the metric and its configuration."""
-    cfg = {k: v for k, v in (row.get("config") or {}).items() if k not in ("case", "kind")}
+    """What a result measures, as one line: the case, the metric and its configuration. A serving level keys on
+    its load only (:func:`_load_key`), so a gpumatch ``bench serve`` level pairs with the same load imported from
+    vLLM, GuideLLM or AIPerf (``gpumatch runs import``)."""
+    config = row.get("config") or {}
+    if _serving(config):
+        return f"serve {row['metric']} {_load_key(config)}".strip()
+    cfg = {k: v for k, v in config.items() if k not in ("case", "kind")}
     parts = " ".join(f"{k}={v}" for k, v in cfg.items() if not isinstance(v, dict | list))
     return f"{(row.get('config') or {}).get('case', '')} {row['metric']} {parts}".strip()
 
@@ -82,9 +109,11 @@ def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None, raw: b
     extra = r.get("extra") or {}
     if manifest is not None and "ratio" not in extra:
         extra = {**extra, **_predict_now(r, manifest)}
-    row = {"case": (r.get("config") or {}).get("case"), "metric": r["metric"], "measured": r["value"],
-           "unit": r["unit"], "predicted": extra.get("predicted"), "datasheet": extra.get("datasheet"),
-           "ratio": extra.get("ratio"), "n": extra.get("n"), "config": r.get("config")}
+    config = r.get("config") or {}
+    row = {"case": config.get("case") or ("serve" if _serving(config) else None), "metric": r["metric"],
+           "measured": r["value"], "unit": r["unit"], "predicted": extra.get("predicted"),
+           "datasheet": extra.get("datasheet"), "ratio": extra.get("ratio"), "n": extra.get("n"),
+           "config": r.get("config")}
     for key in (*PERCENTILE_KEYS, "p50_flops_per_s", "p90_flops_per_s", "p99_flops_per_s"):
         if key in extra:
             row[key] = extra[key]

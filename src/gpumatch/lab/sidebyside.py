@@ -31,6 +31,9 @@ QUANTITIES: dict[str, str] = {
     "decode_tokens_per_s": "tok/s", "decode_step_s": "TPOT", "prefill_s": "TTFT",
     "prefill_tokens_per_s": "tok/s", "train_tokens_per_s": "tok/s",
     "train_peak_memory_bytes": "peak memory",
+    # serving levels (gpumatch bench serve, and runs imported from vLLM, GuideLLM, AIPerf: metric_names.py)
+    "output_tokens_per_s": "out tok/s", "request_throughput_per_s": "req/s", "ttft_p50_s": "TTFT p50",
+    "ttft_p99_s": "TTFT p99", "tpot_p50_s": "TPOT p50", "tpot_p99_s": "TPOT p99",
 }
 """The result metrics shown, with their short label; plus every ``*_energy_j_per_token`` (J/token gross) and
 ``*_energy_net_j_per_token`` (J/token net)."""

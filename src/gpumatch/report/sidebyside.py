@@ -84,7 +84,8 @@ def header_lines(sbs: dict[str, Any]) -> list[str]:
     width = output_width()
     lines = [f"Runs side by side (baseline: run {sbs['baseline']})"]
     for r in sbs["runs"]:
-        got = wrap_text(f"run {r['run_id']}: {r['gpu']} x{r['gpus'] or 1}, {r['name']}, {r['started_at']}; "
+        got = wrap_text(f"run {r['run_id']}: {r['gpu'] or 'card not recorded'} x{r['gpus'] or 1}, {r['name']}, "
+                        f"{r['started_at']}; "
                         f"price {r['price']['source']}", width - 2)
         lines += [got[0], *("  " + g for g in got[1:])]
     if sbs["software_differs"]:

@@ -43,7 +43,7 @@ def test_vllm_file_becomes_a_run_in_si_units_once(tmp_path: Path) -> None:
     with open_store(store, mode="read") as s:
         (run,) = s.runs()
         res = {r.metric: r for r in s.results(run.run_id)}
-        assert run.status == "completed" and run.started_at.startswith("2026-12-04T10:15:30")
+        assert run.status == "completed" and run.started_at.startswith("2026-12-04T10:15:28.16")  # date - duration
         assert run.duration_s == pytest.approx(1.84)
         assert run.manifest["source"]["format"] == "vllm"
         assert run.manifest["model"] == "meta-llama/Llama-3.1-8B-Instruct"

@@ -1,12 +1,14 @@
 """Other tools' result files in and gpumatch runs out: the field's formats (docs/store.md, "Formats").
 
 Import (``gpumatch runs import FILE [--format ...]``): a file from ``vllm bench serve --save-result``
-(:mod:`.vllm`), nccl-tests ``-J`` (:mod:`.nccl_tests`), GuideLLM ``benchmarks.json`` (:mod:`.guidellm`) or AIPerf
-``profile_export_aiperf.json`` (:mod:`.aiperf`) becomes one run of kind ``bench`` in the store, its
-values converted to gpumatch's SI result names (each result's ``extra`` keeps the source key, value and unit), its
-source recorded in the manifest (``source.format``, ``source.tool``, ``source.file``, ``source.sha256``), and the
-per-request or per-size raw data kept as an event. The run's global id is derived from the file's SHA-256, so
-importing a file twice (or into two stores that are merged later) gives one run. Export: :mod:`.export`.
+(:mod:`.vllm`; with ``--append-result`` one object a line, read as one run with a level per line), nccl-tests
+``-J`` (:mod:`.nccl_tests`), GuideLLM ``benchmarks.json`` (:mod:`.guidellm`) or AIPerf/GenAI-Perf
+``profile_export_aiperf.json`` / ``profile_export_genai_perf.json`` (:mod:`.aiperf`) becomes one run of kind
+``bench`` in the store, its values converted to gpumatch's SI result names (each result's ``extra`` keeps the
+source key, value and unit), its source recorded in the manifest (``source.format``, ``source.tool``,
+``source.file``, ``source.sha256``), and the per-request or per-size raw data kept as an event. The run's global
+id is derived from the file's SHA-256, so importing a file twice (or into two stores that are merged later) gives
+one run. Export: :mod:`.export`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from gpumatch.errors import InputError
+from gpumatch.errors import DataFileError, InputError
 from gpumatch.files import parse_json_object, read_bytes
 
 FORMATS = ("vllm", "nccl-tests", "guidellm", "aiperf")
@@ -65,11 +67,13 @@ def run_uuid_for(sha256: str) -> str:
 
 
 def detect(data: dict[str, Any]) -> str | None:
-    """The format of a parsed JSON object: ``vllm`` (``mean_ttft_ms`` with ``request_throughput``),
+    """The format of a parsed JSON object: ``vllm`` (``mean_ttft_ms``, ``*_tpot_ms`` or ``*_e2el_ms`` with
+    ``request_throughput``, in 2024 files ``request_inthroughput``),
     ``nccl-tests`` (a ``results`` list of rows with ``size`` and ``out_of_place``/``in_place``), ``guidellm`` (a
     ``benchmarks`` list whose first entry has ``metrics``), ``aiperf`` (a ``time_to_first_token`` or
     ``request_latency`` record with a ``unit``), or None."""
-    if "request_throughput" in data and any(k.endswith("_ttft_ms") for k in data):
+    if ("request_throughput" in data or "request_inthroughput" in data) and any(
+            k.endswith(("_ttft_ms", "_tpot_ms", "_e2el_ms")) for k in data):
         return "vllm"
     rows = data.get("results")
     if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "size" in rows[0] and (
@@ -87,7 +91,19 @@ def detect(data: dict[str, Any]) -> str | None:
 def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
     """Parse ``path`` (``fmt`` or detected) into an :class:`ImportedRun`; also returns the file's SHA-256."""
     raw = read_bytes(path, str(path), MAX_IMPORT_BYTES)
-    data = parse_json_object(raw.decode("utf-8", errors="replace"), str(path))
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = parse_json_object(text, str(path))
+    except DataFileError:
+        wrong_file(text, path)
+        lines = appended_objects(text, str(path))
+        if lines is None or fmt not in (None, "vllm"):
+            raise
+        from gpumatch.store.formats.vllm import parse_vllm_appended
+
+        sha = hashlib.sha256(raw).hexdigest()
+        source = {"format": "vllm", "file": path.name, "sha256": sha, "bytes": len(raw)}
+        return parse_vllm_appended(lines, source), sha
     found = fmt or detect(data)
     if found is None:
         raise InputError(f"{path}: not a result file gpumatch can import (no vLLM, nccl-tests, GuideLLM or AIPerf "
@@ -112,6 +128,35 @@ def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
     from gpumatch.store.formats.nccl_tests import parse_nccl_tests
 
     return parse_nccl_tests(data, source), sha
+
+
+def wrong_file(text: str, path: Path) -> None:
+    """Raise a one-line InputError naming the right file when ``text`` is a known companion of a result file: the
+    PyTorch-benchmark list vLLM writes beside it (``*.pytorch.json``: records with ``benchmark.name`` "vLLM
+    benchmark", ``vllm/benchmarks/lib/utils.py``, written when ``SAVE_TO_PYTORCH_BENCHMARK_FORMAT`` is set) or AIPerf's
+    per-request records (``profile_export.jsonl``: one ``{"metadata", "metrics"}`` object a line)."""
+    head = text.lstrip()[:4096]
+    if head.startswith("[") and '"vLLM benchmark"' in head:
+        raise InputError(f"{path}: vLLM's PyTorch-benchmark-format companion file, not its result file",
+                         f"give the file beside it without '.pytorch' ({path.name.replace('.pytorch', '')})")
+    first = head.split("\n", 1)[0]
+    if first.startswith("{") and '"metrics"' in first and '"metadata"' in first and '"request_start_ns"' in first:
+        raise InputError(f"{path}: AIPerf per-request records (profile_export.jsonl), not the summary",
+                         "give profile_export_aiperf.json from the same directory")
+
+
+def appended_objects(text: str, label: str) -> list[dict[str, Any]] | None:
+    """The objects of a file ``vllm bench serve --append-result`` grew (vLLM ``serve.py``: each run appends a newline
+    and one ``json.dump`` object, so a sweep's file is JSON Lines), or None when it is not two or more vLLM result
+    objects one per line."""
+    rows = [line for line in text.splitlines() if line.strip()]
+    if len(rows) < 2:
+        return None
+    try:
+        objects = [parse_json_object(line, f"{label} line {i + 1}") for i, line in enumerate(rows)]
+    except DataFileError:
+        return None
+    return objects if all(detect(o) == "vllm" for o in objects) else None
 
 
 def utc(text: str | None, fmts: tuple[str, ...]) -> datetime | None:

@@ -9,6 +9,13 @@ become one result from their ``avg``. The result config is the load (``case: ser
 ``request_rate`` from ``input_config.loadgen``); ``extra`` keeps the source key, value and unit. ``start_time`` has
 no zone and is taken as UTC. ``min``/``max``, ``output_token_throughput_per_user``, GPU telemetry and the error
 summary's messages are not stored as results (the error count is, as ``failed_requests``).
+
+GenAI-Perf (triton-inference-server/perf_analyzer ``genai-perf``, AIPerf's predecessor) writes the same record shape
+to ``profile_export_genai_perf.json`` (AIPerf's ``JsonMetricResult`` was made to mimic it): time records in ``ms``,
+throughputs with ``avg`` only, no ``benchmark_duration``, ``start_time`` or ``error_summary``; its
+``input_config`` is either the config-file layout (``model_names``, ``perf_analyzer.stimulus.concurrency``) or, in
+older releases, the flat argument namespace (``model`` list, ``concurrency``, ``request_rate``). Both are read;
+the manifest's ``source.tool`` says which tool wrote the file.
 """
 
 from __future__ import annotations
@@ -18,33 +25,58 @@ from typing import Any
 
 from gpumatch.errors import InputError
 from gpumatch.metric_names import AIPERF_LATENCIES, AIPERF_SCALARS, DIST_STATS, TIME_UNIT_TO_S
-from gpumatch.store.formats import ImportedResult, ImportedRun, number, obj, utc
+from gpumatch.store.formats import ImportedResult, ImportedRun, number, obj
 
-_ISO = ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S")
+KNOWN_SCHEMA_MAJOR = "1"
+"""AIPerf ``schema_version`` major gpumatch reads (``JsonExportData.SCHEMA_VERSION``, "1.1" in 2026: records gained
+``count`` and ``sum``, not stored; AIPerf bumps it on breaking changes). Files before it have no ``schema_version``."""
 
 
 def parse_aiperf(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
     """One AIPerf aggregate export as an :class:`ImportedRun` (InputError when it holds no latency record)."""
+    _check_schema(data, source)
     cfg = obj(data.get("input_config"))
-    loadgen = obj(cfg.get("loadgen"))
-    endpoint = obj(cfg.get("endpoint"))
+    tool = _tool(cfg)
+    load, endpoint, names = _layout(cfg)
     config: dict[str, Any] = {"case": "serve"}
-    if number(loadgen.get("concurrency")) is not None:
-        config["max_concurrency"] = loadgen["concurrency"]
-    if number(loadgen.get("request_rate")) is not None:
-        config["request_rate"] = loadgen["request_rate"]
+    if number(load.get("concurrency")) is not None:
+        config["max_concurrency"] = load["concurrency"]
+    if number(load.get("request_rate")) is not None:
+        config["request_rate"] = load["request_rate"]
     results = _latencies(data, config, source) + _scalars(data, config)
     if not any(r.metric.startswith(("ttft", "tpot", "e2e")) for r in results):
-        raise InputError(f"{source['file']}: an AIPerf export without latency records (time_to_first_token...)",
-                         "give the profile_export_aiperf.json 'aiperf profile' wrote")
-    names = endpoint.get("model_names")
-    model = names[0] if isinstance(names, list) and names else None
-    manifest = {"source": {**source, "tool": "aiperf profile", "cli_command": cfg.get("cli_command")},
-                "model": model, "endpoint_type": endpoint.get("type"), "streaming": endpoint.get("streaming")}
-    started = utc(data.get("start_time"), _ISO) or datetime.now(UTC)
+        raise InputError(f"{source['file']}: an {tool} export without latency records (time_to_first_token...)",
+                         f"give the profile_export_{tool.replace('-', '_')}.json '{tool} profile' wrote")
+    model = names[0] if isinstance(names, list) and names else (names if isinstance(names, str) else None)
+    manifest = {"source": {**source, "tool": f"{tool} profile", "cli_command": cfg.get("cli_command"),
+                           "tool_version": data.get("aiperf_version"), "schema_version": data.get("schema_version")},
+                "model": model, "endpoint_type": endpoint.get("type") or cfg.get("endpoint_type"),
+                "streaming": endpoint.get("streaming", cfg.get("streaming"))}
+    started = _iso_utc(data.get("start_time")) or datetime.now(UTC)
     duration = data.get("benchmark_duration")
     seconds = _avg_seconds(duration) if isinstance(duration, dict) else None
-    return ImportedRun(f"serve {model or 'unknown model'} (aiperf)", manifest, config, results, started, seconds)
+    return ImportedRun(f"serve {model or 'unknown model'} ({tool})", manifest, config, results, started, seconds)
+
+
+def _tool(cfg: dict[str, Any]) -> str:
+    """``genai-perf`` when ``input_config`` is GenAI-Perf's (its ``perf_analyzer`` section, or the flat argument
+    namespace of releases before the config file: ``model`` and ``concurrency`` at the top), else ``aiperf``."""
+    if "loadgen" in cfg:
+        return "aiperf"
+    return "genai-perf" if "perf_analyzer" in cfg or "model" in cfg or "subcommand" in cfg else "aiperf"
+
+
+def _layout(cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """(load settings, endpoint section, model names) of an ``input_config``: AIPerf ``loadgen`` and
+    ``endpoint.model_names``; GenAI-Perf's config file ``perf_analyzer.stimulus`` and ``model_names``; GenAI-Perf's
+    older flat arguments ``concurrency``/``request_rate`` and ``model`` (a list)."""
+    if "loadgen" in cfg or "model_names" in obj(cfg.get("endpoint")):
+        endpoint = obj(cfg.get("endpoint"))
+        return obj(cfg.get("loadgen")), endpoint, endpoint.get("model_names")
+    stimulus = obj(obj(cfg.get("perf_analyzer")).get("stimulus"))
+    if stimulus or "model_names" in cfg:
+        return stimulus, obj(cfg.get("endpoint")), cfg.get("model_names")
+    return cfg, {}, cfg.get("model")
 
 
 def _factor(unit: Any, key: str, source: dict[str, Any]) -> float:
@@ -88,3 +120,23 @@ def _scalars(data: dict[str, Any], config: dict[str, Any]) -> list[ImportedResul
 def _avg_seconds(rec: dict[str, Any]) -> float | None:
     v = number(rec.get("avg"))
     return None if v is None else v * TIME_UNIT_TO_S.get(str(rec.get("unit")), 1.0)
+
+
+def _check_schema(data: dict[str, Any], source: dict[str, Any]) -> None:
+    """Refuse an export whose ``schema_version`` major is not :data:`KNOWN_SCHEMA_MAJOR`."""
+    version = data.get("schema_version")
+    if version is not None and str(version).split(".")[0] != KNOWN_SCHEMA_MAJOR:
+        raise InputError(f"{source['file']}: AIPerf export schema_version {version!r} is not one gpumatch reads "
+                         f"({KNOWN_SCHEMA_MAJOR}.x)", "check its records against that AIPerf release's "
+                         "docs/reference/json-export-schema.md, then report the new layout")
+
+
+def _iso_utc(text: Any) -> datetime | None:
+    """An ISO 8601 time (AIPerf writes a naive local ``datetime``, taken as UTC; an offset, when written, is used)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
