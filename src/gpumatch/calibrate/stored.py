@@ -14,6 +14,10 @@ Steps (:func:`calibrate_runs`):
 5. Score every class on its held-out shapes before (shipped defaults) and after, and by leave-one-shape-out on
    its fit shapes: each fit shape in turn is dropped, the class's fields (or curve) refitted without it, and the
    dropped shape predicted.
+6. The residuals r = measured / predicted - 1 of the held-out decode, prefill, train-step and memory cases under
+   the fitted value (:func:`gpumatch.calibrate.residuals.calibration_residuals`) go into the Calibration's
+   ``residuals`` field: estimates on this card take their intervals from them where they have enough cases
+   (:mod:`gpumatch.estimate.intervals`, rule 4).
 
 The result (:class:`StoredFit`) goes into the store as a calibration named ``calibration:<card>``
 (:func:`save`) with its provenance (run ids, card UUIDs, dates) and can be written as the JSON that
@@ -33,9 +37,11 @@ from gpumatch.calibrate.cases import MeasuredCase
 from gpumatch.calibrate.compare import predict as predict_estimate
 from gpumatch.calibrate.curves import Curve, fit_curve, fit_gemm_curve
 from gpumatch.calibrate.fit import BOUNDS, search
+from gpumatch.calibrate.residuals import calibration_residuals
 from gpumatch.calibrate.runs import CLASSES, NOT_MEASURED, StoredRun, cases_of_runs
 from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration
+from gpumatch.estimate.intervals import parse_residuals
 
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("decode", ("memory_efficiency_max", "decode_step_overhead_s")),
@@ -93,7 +99,12 @@ class StoredFit:
         return {"card": self.card, "basis": self.calibration.basis, "provenance": self.provenance,
                 "classes": [s.to_dict() for s in self.scores], "not_measured": list(NOT_MEASURED),
                 "curves": {k: c.to_dict() for k, c in self.curves.items()},
-                "calibration": export_fields(self.calibration)}
+                "calibration": export_fields(self.calibration), "residuals": residual_counts(self.calibration)}
+
+
+def residual_counts(cal: Calibration) -> dict[str, int]:
+    """Held-out cases per interval kind in the calibration's residuals (kinds with fewer than 2 are absent)."""
+    return {k.kind: k.n for k in cal.residuals.kinds} if cal.residuals else {}
 
 
 def _card_of(gpu_name: str | None) -> str | None:
@@ -321,8 +332,9 @@ def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | N
     text = (f"fitted {fitted_at} by gpumatch calibrate from bench runs {_spans(ids)} on {card} "
             f"({', '.join(card_uuids) or 'no UUID'}; measured {', '.join(dates)}); fields "
             f"{', '.join(names)}; other fields the shipped defaults")
+    held = parse_residuals(calibration_residuals(cases, e2e, card, ids, dates))
     cal = replace(e2e, basis=basis_text(ids, runs[0].gpu_name, uuids or ["GPU-?"]), provenance=text,
-                  fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100)
+                  fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100, residuals=held)
     return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov)
 
 
@@ -387,8 +399,9 @@ def newest(store: Path | None, card: str) -> Found | None:
                          f"{', '.join(cal.fitted_on) or 'no card'}", hint="refit it: gpumatch calibrate --gpu CARD")
     basis = str(rec.values.get("basis") or cal.basis)
     provenance = f"stored calibration {rec.calibration_id}: {cal.provenance.removeprefix(basis + '; ')}"
-    return Found(rec.calibration_id, replace(cal, basis=basis, provenance=provenance), dict(rec.values),
-                 dict(rec.provenance))
+    held = cal.residuals.model_copy(update={"source": f"calibration #{rec.calibration_id}"}) if cal.residuals else None
+    return Found(rec.calibration_id, replace(cal, basis=basis, provenance=provenance, residuals=held),
+                 dict(rec.values), dict(rec.provenance))
 
 
 def run_calibrate(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None, *, keep: bool = True,

@@ -94,3 +94,32 @@ def test_plan_applies_a_stored_calibration_only_when_limited_to_its_card(
     out = capsys.readouterr()
     assert json.loads(out.out)["basis"] == "assumed"
     assert "stored calibrations of H200 SXM 141GB not applied" in out.err
+
+
+def test_stored_calibration_carries_its_held_out_residuals_into_the_intervals(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fit = calibrate_runs(store)
+    res = fit.calibration.residuals
+    assert res is not None and res.set == "held-out"
+    decode = res.kind("decode")
+    assert decode is not None and decode.card == "H200 SXM 141GB"
+    held = [c for c in fit.cases if c.kind == "decode" and not c.fit]
+    assert decode.n == len(held) and set(decode.cases) == {c.case_id for c in held}
+    assert not set(decode.cases) & {c.case_id for c in fit.cases if c.fit}  # held-out cases only
+    assert main(["calibrate", "--store", str(store)]) == 0
+    assert "intervals from held-out residuals: decode n=4" in capsys.readouterr().out
+    found = newest(store, "H200 SXM 141GB")
+    assert found is not None and found.calibration.residuals is not None
+    cid = found.calibration_id
+    assert found.calibration.residuals.label == f"calibration #{cid}"
+    assert main([*EST, "--gpu", "H200 SXM", "--gpu", "H100 SXM", "--store", str(store)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert f"residuals of calibration #{cid}, held-out n=4" in rows[0]["interval_basis"]["tpot_s"]
+    assert f"calibration #{cid} not used: n=3 < 4 held-out prefill cases" in rows[0]["interval_basis"]["prefill_s"]
+    assert "calibration #" not in rows[1]["interval_basis"]["tpot_s"]
+    plan = ["plan", "--model", "llama-3.1-8b", "--task", "serve", "--concurrency", "8", "--max-gpus", "1",
+            "--store", str(store), "--format", "json", "--gpu", "H200 SXM"]
+    assert main(plan) == 0
+    shortlist = json.loads(capsys.readouterr().out)["shortlist"]
+    entries = [e for role in shortlist.values() for e in role]
+    assert entries and all(f"residuals of calibration #{cid}" in e["interval_basis"]["tpot_s"] for e in entries)
