@@ -29,28 +29,33 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpumatch.calibrate.attention import BOUNDS as ATTENTION_BOUNDS
+from gpumatch.calibrate.attention import FIELDS as ATTENTION_FIELDS
+from gpumatch.calibrate.attention import IDENTIFY_MIN, attention_cases, identified, measures_attention
 from gpumatch.calibrate.cases import MeasuredCase
 from gpumatch.calibrate.compare import predict as predict_estimate
 from gpumatch.calibrate.curves import Curve, fit_curve, fit_gemm_curve
 from gpumatch.calibrate.fit import BOUNDS, search
 from gpumatch.calibrate.residuals import calibration_residuals
-from gpumatch.calibrate.runs import CLASSES, NOT_MEASURED, StoredRun, cases_of_runs
+from gpumatch.calibrate.runs import CLASSES, NOT_MEASURED, StoredRun, cases_of_runs, split_by_shape
 from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration
 from gpumatch.estimate.intervals import parse_residuals
 
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("decode", ("memory_efficiency_max", "decode_step_overhead_s")),
-    ("prefill", ("attention_efficiency_max", "prefill_overhead_s")),
+    ("attention", ATTENTION_FIELDS),
+    ("prefill", ("prefill_overhead_s",)),
     ("train-step", ("train_step_overhead_s", "optimizer_traffic_factor")),
     ("train-memory", ("fragmentation_fraction",)),
 )
-"""End-to-end classes and the Calibration fields each one's fit moves (each field belongs to one class)."""
-FIELD_BOUNDS = {**BOUNDS, "prefill_overhead_s": (0.0, 5e-3)}
+"""End-to-end classes and the Calibration fields each one's fit may move (each field belongs to one class); the
+attention class moves only the fields its fit cases identify (:func:`gpumatch.calibrate.attention.identified`)."""
+FIELD_BOUNDS = {**BOUNDS, "prefill_overhead_s": (0.0, 5e-3), **ATTENTION_BOUNDS}
 ROUNDS = 2
 PRIOR = 0.05
 """Weight of the log-space prior towards the shipped defaults (:func:`gpumatch.calibrate.fit.search`). Chosen by
@@ -94,9 +99,13 @@ class StoredFit:
     cases: tuple[MeasuredCase, ...]
     scores: tuple[ClassScore, ...]
     provenance: dict[str, Any]
+    not_identified: dict[str, float] = field(default_factory=dict)
+    """Fields of a class's phase its fit cases could not tell (kept at their value), with their sensitivity:
+    the largest |log| change of a fit case's prediction when the field is halved or doubled."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"card": self.card, "basis": self.calibration.basis, "provenance": self.provenance,
+                "not_identified": dict(self.not_identified),
                 "classes": [s.to_dict() for s in self.scores], "not_measured": list(NOT_MEASURED),
                 "curves": {k: c.to_dict() for k, c in self.curves.items()},
                 "calibration": export_fields(self.calibration), "residuals": residual_counts(self.calibration)}
@@ -226,13 +235,26 @@ def _stats(errs: Sequence[float]) -> tuple[float, float]:
 Predictor = Callable[[MeasuredCase], float]
 
 
-def _fit_e2e(card: str, cases: Sequence[MeasuredCase], start: Calibration) -> Calibration:
+Phases = dict[str, tuple[str, ...]]
+
+
+def _fit_e2e(card: str, cases: Sequence[MeasuredCase], start: Calibration
+             ) -> tuple[Calibration, Phases, dict[str, float]]:
+    """The end-to-end phases in order (module docstring, step 4): (fitted value, the fields each class moved,
+    {field: sensitivity} of the attention fields the fit cases do not identify)."""
     cal = start
+    moved: Phases = {}
+    unknown: dict[str, float] = {}
     for cls, names in PHASES:
         fit = [c for c in cases if c.kind == cls and c.fit]
-        if fit:
+        if cls == "attention" and fit:
+            sens = identified(card, cal, fit)
+            unknown = {n: v for n, v in sens.items() if v <= IDENTIFY_MIN}
+            names = tuple(n for n in names if n not in unknown)
+        moved[cls] = names if fit else ()
+        if fit and names:
             cal = _search(card, cal, fit, names)
-    return cal
+    return cal, moved, unknown
 
 
 def _search(card: str, cal: Calibration, fit: Sequence[MeasuredCase], names: Sequence[str]) -> Calibration:
@@ -256,7 +278,7 @@ def _predictor(card: str, cal: Calibration, curves: dict[str, Curve] | None) -> 
     return one
 
 
-def _loo(card: str, cls: str, cases: Sequence[MeasuredCase], fitted: Calibration) -> list[float]:
+def _loo(card: str, cls: str, cases: Sequence[MeasuredCase], fitted: Calibration, moved: Phases) -> list[float]:
     """Leave-one-shape-out errors of class ``cls`` over its fit shapes (module docstring, step 5)."""
     fit = [c for c in cases if c.kind == cls and c.fit]
     errs: list[float] = []
@@ -267,19 +289,19 @@ def _loo(card: str, cls: str, cases: Sequence[MeasuredCase], fitted: Calibration
             micro = [c for c in cases if c.fit and c.kind in ("gemm", "copy") and c.extra["shape"] != shape]
             pred = _predictor(card, fitted, fit_curves(card, micro))
         else:
-            names = dict(PHASES)[cls]
-            pred = _predictor(card, _search(card, fitted, rest, names) if rest else fitted, None)
+            names = moved.get(cls, ())
+            pred = _predictor(card, _search(card, fitted, rest, names) if rest and names else fitted, None)
         errs += [_err(pred(c), c.measured) for c in out]
     return errs
 
 
 def _score(card: str, cls: str, cases: Sequence[MeasuredCase], before: Predictor, after: Predictor,
-           fitted: Calibration) -> ClassScore:
+           fitted: Calibration, moved: Phases) -> ClassScore:
     mine = [c for c in cases if c.kind == cls]
     fit, held = [c for c in mine if c.fit], [c for c in mine if not c.fit]
     b_mean, b_max = _stats([_err(before(c), c.measured) for c in held])
     a_mean, a_max = _stats([_err(after(c), c.measured) for c in held])
-    l_mean, l_max = _stats(_loo(card, cls, cases, fitted))
+    l_mean, l_max = _stats(_loo(card, cls, cases, fitted, moved))
     return ClassScore(cls, len({c.extra["shape"] for c in fit}), len({c.extra["shape"] for c in held}), len(fit),
                       len(held), b_mean, b_max, a_mean, a_max, l_mean, l_max)
 
@@ -309,22 +331,23 @@ def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | N
     """Fit a calibration from stored bench runs (module docstring). ``today`` goes into the provenance."""
     card, runs = load_runs(store, run_ids, gpu)
     cases = cases_of_runs(runs)
+    cases += split_by_shape([c for c in attention_cases(cases) if measures_attention(card, Calibration(), c)])
     if not any(c.fit for c in cases):
         raise InputError(f"the runs {_spans([r.run_id for r in runs])} hold no result a calibration can use",
                          "run 'gpumatch bench run --suite standard' on the card")
     curves = fit_curves(card, [c for c in cases if c.fit])
     start = Calibration()
-    e2e = _fit_e2e(card, cases, start)
+    e2e, moved, unknown = _fit_e2e(card, cases, start)
     ids = [r.run_id for r in runs]
     uuids = [r.gpu_uuid for r in runs if r.gpu_uuid]
     before, after = _predictor(card, start, None), _predictor(card, e2e, curves)
     present = [cls for cls in CLASSES if any(c.kind == cls for c in cases)]
-    scores = tuple(_score(card, cls, cases, before, after, e2e) for cls in present)
+    scores = tuple(_score(card, cls, cases, before, after, e2e, moved) for cls in present)
     held_time = [s.held_after_max for s in scores if s.cls in ("decode", "prefill", "train-step")
                  and not math.isnan(s.held_after_max)]
     err = max([TIME_ERROR_FLOOR, *held_time])
     card_uuids, dates = sorted(set(uuids)), sorted({r.started_at[:10] for r in runs})
-    fitted_at, names = (today or dt.date.today()).isoformat(), [n for _, ns in PHASES for n in ns]
+    fitted_at, names = (today or dt.date.today()).isoformat(), [n for ns in moved.values() for n in ns]
     prov: dict[str, Any] = {"run_ids": ids, "card": card, "gpu_names": sorted({r.gpu_name for r in runs}),
                             "card_uuids": card_uuids, "dates": dates, "fitted_at": fitted_at,
                             "split": "by shape within each class: even positions by size fit, odd held out",
@@ -335,7 +358,7 @@ def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | N
     held = parse_residuals(calibration_residuals(cases, e2e, card, ids, dates))
     cal = replace(e2e, basis=basis_text(ids, runs[0].gpu_name, uuids or ["GPU-?"]), provenance=text,
                   fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100, residuals=held)
-    return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov)
+    return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov, unknown)
 
 
 def export_fields(cal: Calibration) -> dict[str, Any]:

@@ -44,6 +44,10 @@ def calibrate_text(fit: dict[str, Any]) -> str:
                           "|predicted/measured - 1| per operator class: mean / max").rstrip(),
              f"not measured by any run: {', '.join(fit['not_measured'])}",
              f"held out: {prov['split']}", _residual_line(fit.get("residuals") or {})]
+    unknown = fit.get("not_identified") or {}
+    if unknown:
+        lines.append("not fitted (the fit shapes cannot tell their value; kept as they were): " + ", ".join(
+            f"{k} (halving/doubling moves a fit case by {v * 100:.1f}%)" for k, v in sorted(unknown.items())))
     if fit.get("calibration_id") is not None:
         lines.append(f"stored as calibration {fit['calibration_id']}: 'gpumatch estimate --gpu ...' on this card "
                      "uses it (--no-calibration: the defaults)")

@@ -40,15 +40,15 @@ def test_import_refuses_a_file_that_is_no_export(tmp_path: Path, capsys: pytest.
 def test_calibration_improves_held_out_shapes(store: Path) -> None:
     fit = calibrate_runs(store)
     scores = {s.cls: s for s in fit.scores}
-    assert set(scores) == {"gemm", "copy", "decode", "prefill", "train-step", "train-memory"}
+    assert set(scores) == {"gemm", "copy", "decode", "prefill", "attention", "train-step", "train-memory"}
     for s in fit.scores:
-        assert s.held_shapes >= 2 and s.fit_shapes >= 2
+        assert s.held_shapes >= (1 if s.cls == "attention" else 2) and s.fit_shapes >= 2
     # microbenchmark curves: the shipped defaults are far off on shapes the fit never saw
     assert scores["gemm"].held_after_mean < 0.7 * scores["gemm"].held_before_mean
     assert scores["copy"].held_after_mean < 0.3 * scores["copy"].held_before_mean
     assert scores["train-memory"].held_after_mean < scores["train-memory"].held_before_mean
     assert scores["train-step"].held_after_mean < scores["train-step"].held_before_mean
-    for cls in ("decode", "prefill"):  # already within 2%: a calibration must not make them worse by much
+    for cls in ("decode", "prefill", "attention"):  # already within 3%: not much worse
         assert scores[cls].held_after_mean < scores[cls].held_before_mean + 0.005
     assert fit.calibration.fitted_on == ("H200 SXM 141GB",)
     assert fit.calibration.basis == "calibrated from runs 1-2 on H200 GPU-071f8961..."
