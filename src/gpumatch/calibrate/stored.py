@@ -14,7 +14,10 @@ Steps (:func:`calibrate_runs`):
 5. Score every class on its held-out shapes before (shipped defaults) and after, and by leave-one-shape-out on
    its fit shapes: each fit shape in turn is dropped, the class's fields (or curve) refitted without it, and the
    dropped shape predicted.
-6. The residuals r = measured / predicted - 1 of the held-out decode, prefill, train-step and memory cases under
+6. When the store holds ``bench serve`` runs of the card (``--runs`` may name them), the ``serving`` class: the
+   engine profile's per-pass costs fitted to the measured TPOT and throughput per load level, held out level by
+   level (:mod:`gpumatch.calibrate.serving`); stored in the Calibration's ``serving`` field.
+7. The residuals r = measured / predicted - 1 of the held-out decode, prefill, train-step and memory cases under
    the fitted value (:func:`gpumatch.calibrate.residuals.calibration_residuals`) go into the Calibration's
    ``residuals`` field: estimates on this card take their intervals from them where they have enough cases
    (:mod:`gpumatch.estimate.intervals`, rule 4).
@@ -42,6 +45,7 @@ from gpumatch.calibrate.curves import Curve, fit_curve, fit_gemm_curve
 from gpumatch.calibrate.fit import BOUNDS, search
 from gpumatch.calibrate.residuals import calibration_residuals
 from gpumatch.calibrate.runs import CLASSES, NOT_MEASURED, StoredRun, cases_of_runs, split_by_shape
+from gpumatch.calibrate.serving import ServingResult, fit_serving, load_levels, with_costs
 from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration
 from gpumatch.estimate.intervals import parse_residuals
@@ -102,11 +106,17 @@ class StoredFit:
     not_identified: dict[str, float] = field(default_factory=dict)
     """Fields of a class's phase its fit cases could not tell (kept at their value), with their sensitivity:
     the largest |log| change of a fit case's prediction when the field is halved or doubled."""
+    serving: ServingResult | None = None
+    """The serving class, when the store holds serve runs of the card."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"card": self.card, "basis": self.calibration.basis, "provenance": self.provenance,
                 "not_identified": dict(self.not_identified),
-                "classes": [s.to_dict() for s in self.scores], "not_measured": list(NOT_MEASURED),
+                "classes": [s.to_dict() for s in self.scores],
+                "not_measured": list(NOT_MEASURED) if self.serving is None else [],
+                "serving": None if self.serving is None else {
+                    "engine": self.serving.engine, "host_pass_s": self.serving.host_pass_s,
+                    "host_seq_s": self.serving.host_seq_s, "levels": list(self.serving.rows)},
                 "curves": {k: c.to_dict() for k, c in self.curves.items()},
                 "calibration": export_fields(self.calibration), "residuals": residual_counts(self.calibration)}
 
@@ -135,8 +145,9 @@ def _stored(st: Any, record: Any) -> StoredRun:
 
 
 def load_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None) -> tuple[str, list[StoredRun]]:
-    """(catalog card, its runs): the completed CUDA bench runs of the store, those of ``run_ids`` when given,
-    on the card ``gpu`` when given. InputError when none is left or they span card models without ``gpu``."""
+    """(catalog card, its runs): the completed CUDA bench runs of the store, those of ``run_ids`` when given (ids
+    of serve runs are accepted and left to :func:`gpumatch.calibrate.serving.load_levels`), on the card ``gpu``
+    when given. InputError when none is left or they span card models without ``gpu``."""
     from gpumatch.catalog import get_gpu
     from gpumatch.store import open_existing_store
 
@@ -144,9 +155,10 @@ def load_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None =
     with open_existing_store(store) as st:
         records = [r for r in st.runs("bench", limit=100_000) if r.status == "completed"]
         if run_ids:
-            missing = sorted(set(run_ids) - {r.run_id for r in records})
+            serve = {r.run_id for r in st.runs("serve", limit=100_000) if r.status == "completed"}
+            missing = sorted(set(run_ids) - {r.run_id for r in records} - serve)
             if missing:
-                raise InputError(f"no completed bench run {missing[0]} in the store",
+                raise InputError(f"no completed bench or serve run {missing[0]} in the store",
                                  "'gpumatch bench list' lists them")
             records = [r for r in records if r.run_id in set(run_ids)]
         by_card = {r.run_id: _card_of(r.manifest.get("gpu.name")) for r in records
@@ -338,27 +350,68 @@ def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | N
     curves = fit_curves(card, [c for c in cases if c.fit])
     start = Calibration()
     e2e, moved, unknown = _fit_e2e(card, cases, start)
-    ids = [r.run_id for r in runs]
+    serve = _serving(store, card, run_ids, e2e)
+    if serve is not None:
+        e2e = with_costs(e2e, serve.engine, serve.host_pass_s, serve.host_seq_s,
+                         f"{sum(lv.mode == 'concurrency' for lv in serve.levels)} closed-loop load levels of serve "
+                         f"runs {_spans(_serve_ids(serve))} on {card}")
+        moved["serving"] = ("serving.host_pass_s", "serving.host_seq_s")
+    ids = sorted({r.run_id for r in runs} | set(_serve_ids(serve)))
     uuids = [r.gpu_uuid for r in runs if r.gpu_uuid]
     before, after = _predictor(card, start, None), _predictor(card, e2e, curves)
     present = [cls for cls in CLASSES if any(c.kind == cls for c in cases)]
     scores = tuple(_score(card, cls, cases, before, after, e2e, moved) for cls in present)
+    scores += _serving_scores(serve)
     held_time = [s.held_after_max for s in scores if s.cls in ("decode", "prefill", "train-step")
                  and not math.isnan(s.held_after_max)]
     err = max([TIME_ERROR_FLOOR, *held_time])
-    card_uuids, dates = sorted(set(uuids)), sorted({r.started_at[:10] for r in runs})
+    card_uuids = sorted(set(uuids))
+    dates = sorted({r.started_at[:10] for r in runs} | {lv.date[:10] for lv in (serve.levels if serve else ())})
     fitted_at, names = (today or dt.date.today()).isoformat(), [n for ns in moved.values() for n in ns]
     prov: dict[str, Any] = {"run_ids": ids, "card": card, "gpu_names": sorted({r.gpu_name for r in runs}),
                             "card_uuids": card_uuids, "dates": dates, "fitted_at": fitted_at,
                             "split": "by shape within each class: even positions by size fit, odd held out",
                             "fields": names}
-    text = (f"fitted {fitted_at} by gpumatch calibrate from bench runs {_spans(ids)} on {card} "
+    if serve is not None:
+        prov["serve_run_ids"] = _serve_ids(serve)
+        prov["serving_split"] = ("leave-one-level-out over the closed-loop levels; open-loop levels never fitted "
+                                 "(class serving-open)")
+    text = (f"fitted {fitted_at} by gpumatch calibrate from runs {_spans(ids)} on {card} "
             f"({', '.join(card_uuids) or 'no UUID'}; measured {', '.join(dates)}); fields "
             f"{', '.join(names)}; other fields the shipped defaults")
     held = parse_residuals(calibration_residuals(cases, e2e, card, ids, dates))
     cal = replace(e2e, basis=basis_text(ids, runs[0].gpu_name, uuids or ["GPU-?"]), provenance=text,
                   fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100, residuals=held)
-    return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov, unknown)
+    return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov, unknown, serve)
+
+
+def _serve_ids(serve: ServingResult | None) -> list[int]:
+    return sorted({lv.run_id for lv in serve.levels}) if serve is not None else []
+
+
+def _serving(store: Path | None, card: str, run_ids: Sequence[int], cal: Calibration) -> ServingResult | None:
+    """The serving class (:mod:`gpumatch.calibrate.serving`) when the store holds serve runs of ``card``."""
+    levels = load_levels(store, card, run_ids)
+    return fit_serving(levels, cal, card) if levels else None
+
+
+def _serving_scores(serve: ServingResult | None) -> tuple[ClassScore, ...]:
+    """``serving`` (closed loop, held out level by level: its held-out error is its leave-one-out error) and
+    ``serving-open`` (never fitted: held out as a whole)."""
+    if serve is None:
+        return ()
+    out = []
+    for cls in ("serving", "serving-open"):
+        rows = [r for r in serve.rows if r["class"] == cls]
+        if not rows:
+            continue
+        b_mean, b_max = _stats(serve.errors("before", cls))
+        a_mean, a_max = _stats(serve.errors("held", cls))
+        levels = len({r["level"] for r in rows})
+        loo = (a_mean, a_max) if cls == "serving" else (math.nan, math.nan)
+        out.append(ClassScore(cls, levels if cls == "serving" else 0, levels, len(rows) if cls == "serving" else 0,
+                              len(rows), b_mean, b_max, a_mean, a_max, *loo))
+    return tuple(out)
 
 
 def export_fields(cal: Calibration) -> dict[str, Any]:

@@ -60,6 +60,43 @@ from gpumatch.files import parse_json_object, read_text
 
 
 @dataclass(frozen=True)
+class ServingFit:
+    """An engine profile's per-pass costs fitted to measured serve runs on one card (``gpumatch calibrate``,
+    :mod:`gpumatch.calibrate.serving`): they replace the profile's ``host_pass_s`` and ``host_seq_s``
+    (``estimate/data/engines.toml``) for ``engine`` on the card the calibration was fitted on. Fitted, they hold
+    every per-pass and per-sequence cost the profile does not model (the server's own kernels, not only host
+    CPU time)."""
+
+    engine: str
+    host_pass_s: float
+    """Seconds per pass (fixed part)."""
+    host_seq_s: float
+    """Seconds per pass per running sequence."""
+    source: str = ""
+    """Where the numbers come from (runs, levels, card)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ServingFit:
+        """From a JSON object; any problem is an :class:`InputError` naming the field."""
+        if not isinstance(data, dict) or not isinstance(data.get("engine"), str) or not data["engine"]:
+            raise InputError("calibration field 'serving' must be an object with an 'engine' name")
+        unknown = sorted(set(data) - {"engine", "host_pass_s", "host_seq_s", "source"})
+        if unknown:
+            raise InputError(f"calibration field 'serving.{unknown[0]}' is unknown",
+                             "fields: engine, host_pass_s, host_seq_s, source")
+        values = {}
+        for key in ("host_pass_s", "host_seq_s"):
+            x = data.get(key)
+            if isinstance(x, bool) or not isinstance(x, int | float) or not 0.0 <= float(x) <= 1.0:
+                raise InputError(f"calibration field 'serving.{key}' must be seconds in [0, 1], got {_shown(x)}")
+            values[key] = float(x)
+        return cls(engine=data["engine"], source=str(data.get("source") or ""), **values)
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Efficiencies (fractions of peak) and overheads (SI) used by every estimator."""
 
@@ -80,6 +117,10 @@ class Calibration:
     (``gpumatch calibrate``; None for the shipped defaults, whose intervals come from the shipped table). The
     intervals of an estimate on the card it was fitted on use them per kind where they have enough cases
     (:mod:`gpumatch.estimate.intervals`, rule 4)."""
+    serving: ServingFit | None = None
+    """An engine profile's per-pass costs fitted to serve runs on the card (None: the profiles of
+    ``engines.toml``); applied by :func:`gpumatch.estimate.serving.steady_state` to that engine on a card of
+    ``fitted_on`` only."""
     # compute
     gemm_efficiency_max: float = 0.61
     gemm_half_flops: float = 5e9
@@ -196,6 +237,8 @@ class Calibration:
         d.pop("residuals")
         if self.residuals is not None:
             d["residuals"] = self.residuals.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if d["serving"] is None:
+            d.pop("serving")
         return d
 
     def time_uncertainty(self, gpu_name: str) -> tuple[float, str]:
@@ -276,6 +319,8 @@ def _field_value(key: str, value: Any) -> Any:
         if key == "basis" and value not in ("assumed", "calibrated"):
             raise InputError(f"calibration field 'basis' must be 'assumed' or 'calibrated', got {_shown(value)}")
         return value
+    if key == "serving":
+        return None if value is None else ServingFit.from_dict(value)
     if key == "residuals":
         if value is None:
             return None

@@ -42,8 +42,14 @@ def calibrate_text(fit: dict[str, Any]) -> str:
              f"card {fit['card']}; runs {', '.join(map(str, prov['run_ids']))}; measured {', '.join(prov['dates'])}",
              "", to_table(class_rows(fit["classes"]), COLUMNS,
                           "|predicted/measured - 1| per operator class: mean / max").rstrip(),
-             f"not measured by any run: {', '.join(fit['not_measured'])}",
              f"held out: {prov['split']}", _residual_line(fit.get("residuals") or {})]
+    if fit.get("not_measured"):
+        lines.insert(4, f"not measured by any run: {', '.join(fit['not_measured'])} (no serve run of the card)")
+    if fit.get("serving"):
+        sv = fit["serving"]
+        lines.append(f"serving: engine {sv['engine']} per-pass costs {sv['host_pass_s'] * 1e3:.3g} ms + "
+                     f"{sv['host_seq_s'] * 1e6:.3g} us per running sequence (the profile's host_pass_s, "
+                     f"host_seq_s); held out: {prov.get('serving_split', '')}")
     unknown = fit.get("not_identified") or {}
     if unknown:
         lines.append("not fitted (the fit shapes cannot tell their value; kept as they were): " + ", ".join(
