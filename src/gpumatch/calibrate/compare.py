@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from gpumatch.calibrate.cases import GPU, MeasuredCase, arch_of
@@ -16,7 +17,13 @@ from gpumatch.estimate import Calibration, estimate
 
 
 def predict(case: MeasuredCase, calibration: Calibration | None = None, gpu: str = GPU) -> float:
-    """gpumatch's value for ``case.metric`` (seconds, bytes, or 1.0/0.0 for fits) on catalog card ``gpu``."""
+    """gpumatch's value for ``case.metric`` (seconds, bytes, or 1.0/0.0 for fits) on catalog card ``gpu``; for a
+    case with ``extra["base_options"]`` (the attention class, :mod:`gpumatch.calibrate.attention`) the ratio of the
+    value at ``options`` to the value at the base options."""
+    base = case.extra.get("base_options")
+    if base is not None:
+        at = predict(replace(case, extra={}), calibration, gpu)
+        return at / predict(replace(case, options=dict(base), extra={}), calibration, gpu)
     est = estimate(arch_of(case.shape), gpu, calibration=calibration, with_scaling=False, **case.options)
     if case.metric == "reserved_bytes":
         items = est.memory.items

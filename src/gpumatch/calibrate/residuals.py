@@ -24,11 +24,12 @@ from typing import Any
 
 from gpumatch.calibrate.cases import GPU, MeasuredCase, arch_of, load_cases
 from gpumatch.catalog import get_gpu
-from gpumatch.estimate import Estimate, estimate
+from gpumatch.estimate import Calibration, Estimate, estimate
 from gpumatch.estimate.intervals import Residuals, Where, figure_bands, parse_residuals
 
-KIND_OF_CASE = {"decode": "decode", "prefill": "prefill", "train-time": "train-step", "train-memory": "memory"}
-"""Measured case kind (:mod:`.cases`) -> operator class of the residual table."""
+KIND_OF_CASE = {"decode": "decode", "prefill": "prefill", "train-time": "train-step", "train-step": "train-step",
+                "train-memory": "memory"}
+"""Measured case kind (:mod:`.cases`; ``train-step`` of :mod:`.runs`) -> operator class of the residual table."""
 FIGURE = {"decode": "tpot_s", "prefill": "prefill_s", "train-step": "step_s", "memory": "total_bytes"}
 """The estimate figure each operator class is compared on."""
 PRECISION = "bf16"
@@ -58,11 +59,12 @@ def _context(c: MeasuredCase) -> float:
     return float(o["seq"]) if "seq" in o else float(o["prompt"] + o["gen"])
 
 
-def residual(c: MeasuredCase) -> Residual:
-    """Predict case ``c`` with the shipped defaults and pair it with its measurement."""
+def residual(c: MeasuredCase, calibration: Calibration | None = None, gpu: str = GPU) -> Residual:
+    """Predict case ``c`` on catalog card ``gpu`` under ``calibration`` (the shipped defaults when None) and pair
+    it with its measurement."""
     kind = KIND_OF_CASE[c.kind]
     arch = arch_of(c.shape)
-    est = estimate(arch, GPU, with_scaling=False, **c.options)
+    est = estimate(arch, gpu, calibration=calibration, with_scaling=False, **c.options)
     figure = FIGURE[kind]
     if kind == "memory":
         items = est.memory.items
@@ -115,6 +117,28 @@ def residual_table(directory: Path) -> dict[str, Any]:
                        f"{card}, predicted with the shipped Calibration defaults; the held-out cases are not used"),
         "files": files, "date": max(f[:10] for f in files), "kinds": kinds,
     }
+
+
+def calibration_residuals(cases: Iterable[MeasuredCase], calibration: Calibration, card: str, run_ids: Sequence[int],
+                          dates: Sequence[str]) -> dict[str, Any]:
+    """The residual table of a stored calibration (``gpumatch calibrate``): r over its HELD-OUT cases of
+    ``card``'s runs ``run_ids``, each predicted under the fitted ``calibration`` (the same statistics as
+    :func:`residual_table`; a kind needs 2 cases to be listed). The JSON object
+    :class:`gpumatch.estimate.intervals.Residuals` reads; it travels in the calibration's ``residuals`` field."""
+    held = residuals_under([c for c in cases if not c.fit], calibration, card)
+    kinds = [_kind_row(k, rows) for k in FIGURE if len(rows := [x for x in held if x.kind == k]) >= 2]
+    runs = ", ".join(str(i) for i in run_ids)
+    return {
+        "schema": 1, "statistic": STATISTIC, "set": "held-out",
+        "provenance": (f"gpumatch.calibrate.residuals.calibration_residuals: held-out cases (split by shape) of "
+                       f"bench runs {runs} on {card}, predicted with the calibration fitted on the other shapes"),
+        "files": [f"run {i}" for i in run_ids], "date": max(dates) if dates else "", "kinds": kinds,
+    }
+
+
+def residuals_under(cases: Iterable[MeasuredCase], calibration: Calibration, card: str) -> list[Residual]:
+    """:func:`residual` of every timed or memory case under ``calibration`` on ``card``."""
+    return [residual(c, calibration, card) for c in cases if c.kind in KIND_OF_CASE]
 
 
 def table_json(table: dict[str, Any]) -> str:

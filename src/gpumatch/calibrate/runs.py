@@ -16,8 +16,9 @@ class            bench metric                    compared with
 ===============  ==============================  =================================================
 
 Decode rows of the eager ``graph`` variant are left out: the estimator's ``infer`` decode is calibrated against
-the compiled-graph variant (:mod:`gpumatch.calibrate.cases`). Attention, serving passes and scaling have no
-bench metric yet; :data:`NOT_MEASURED` names them so the report says so instead of leaving them out silently.
+the compiled-graph variant (:mod:`gpumatch.calibrate.cases`). The ``attention`` class is derived from decode and
+prefill rows at several contexts (:mod:`gpumatch.calibrate.attention`). Serving passes come from ``bench serve``
+runs, not from these results; :data:`NOT_MEASURED` names what no bench run measures so the report says so.
 
 **Fit set and held-out set, by shape.** Within each class the distinct shapes (the configuration without the
 case name and variant) are sorted by size; shapes at even positions (the smallest, the third, ...) are the fit
@@ -34,8 +35,8 @@ from typing import Any
 
 from gpumatch.calibrate.cases import DECODE_VARIANT, MeasuredCase, train_setup
 
-CLASSES = ("gemm", "copy", "decode", "prefill", "train-step", "train-memory")
-NOT_MEASURED = ("attention", "serving pass")
+CLASSES = ("gemm", "copy", "decode", "prefill", "attention", "train-step", "train-memory")
+NOT_MEASURED = ("serving pass",)
 """Operator classes the issue names that no bench metric measures alone yet."""
 _METRIC_CLASS = {"gemm_flops_per_s": "gemm", "copy_bytes_per_s": "copy", "decode_step_s": "decode",
                  "prefill_s": "prefill", "train_step_s": "train-step", "train_peak_memory_bytes": "train-memory"}
@@ -124,10 +125,10 @@ def split_by_shape(cases: list[MeasuredCase]) -> list[MeasuredCase]:
         shapes[c.kind][c.extra["shape"]] = c.extra["size"]
     fit_shapes = set()
     for cls, sizes in shapes.items():
-        if cls == "gemm":
+        if cls in ("gemm", "attention"):  # per precision; per sub-kind (decode or prefill pairs)
             by_prec: dict[str, list[str]] = defaultdict(list)
             for s in sorted(sizes, key=lambda s: (sizes[s], s)):
-                by_prec[s.split("precision=")[1].split()[0]].append(s)
+                by_prec[s.split("precision=")[1].split()[0] if cls == "gemm" else s.split()[1]].append(s)
             ordered_groups = list(by_prec.values())
         else:
             ordered_groups = [sorted(sizes, key=lambda s: (sizes[s], s))]

@@ -17,6 +17,13 @@ Steps (:func:`calibrate_runs`):
 6. Score every class on its held-out shapes before (shipped defaults) and after, and by leave-one-shape-out on
    its fit shapes: each fit shape in turn is dropped, the class's fields (or curve) refitted without it, and the
    dropped shape predicted.
+6. When the store holds ``bench serve`` runs of the card (``--runs`` may name them), the ``serving`` class: the
+   engine profile's per-pass costs fitted to the measured TPOT and throughput per load level, held out level by
+   level (:mod:`gpumatch.calibrate.serving`); stored in the Calibration's ``serving`` field.
+7. The residuals r = measured / predicted - 1 of the held-out decode, prefill, train-step and memory cases under
+   the fitted value (:func:`gpumatch.calibrate.residuals.calibration_residuals`) go into the Calibration's
+   ``residuals`` field: estimates on this card take their intervals from them where they have enough cases
+   (:mod:`gpumatch.estimate.intervals`, rule 4).
 
 The result (:class:`StoredFit`) goes into the store as a calibration named ``calibration:<card>``
 (:func:`save`) with its provenance (run ids, card UUIDs, dates) and can be written as the JSON that
@@ -28,26 +35,34 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpumatch.calibrate.attention import BOUNDS as ATTENTION_BOUNDS
+from gpumatch.calibrate.attention import FIELDS as ATTENTION_FIELDS
+from gpumatch.calibrate.attention import IDENTIFY_MIN, attention_cases, identified, measures_attention
 from gpumatch.calibrate.cases import MeasuredCase
 from gpumatch.calibrate.compare import predict as predict_estimate
 from gpumatch.calibrate.curves import Curve, fit_curve, fit_gemm_curve
 from gpumatch.calibrate.fit import BOUNDS, search
-from gpumatch.calibrate.runs import CLASSES, NOT_MEASURED, StoredRun, cases_of_runs
+from gpumatch.calibrate.residuals import calibration_residuals
+from gpumatch.calibrate.runs import CLASSES, NOT_MEASURED, StoredRun, cases_of_runs, split_by_shape
+from gpumatch.calibrate.serving import ServingResult, fit_serving, load_levels, with_costs
 from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration
+from gpumatch.estimate.intervals import parse_residuals
 
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("decode", ("memory_efficiency_max", "decode_step_overhead_s")),
-    ("prefill", ("attention_efficiency_max", "prefill_overhead_s")),
+    ("attention", ATTENTION_FIELDS),
+    ("prefill", ("prefill_overhead_s",)),
     ("train-step", ("train_step_overhead_s", "optimizer_traffic_factor")),
     ("train-memory", ("fragmentation_fraction",)),
 )
-"""End-to-end classes and the Calibration fields each one's fit moves (each field belongs to one class)."""
-FIELD_BOUNDS = {**BOUNDS, "prefill_overhead_s": (0.0, 5e-3)}
+"""End-to-end classes and the Calibration fields each one's fit may move (each field belongs to one class); the
+attention class moves only the fields its fit cases identify (:func:`gpumatch.calibrate.attention.identified`)."""
+FIELD_BOUNDS = {**BOUNDS, "prefill_overhead_s": (0.0, 5e-3), **ATTENTION_BOUNDS}
 ROUNDS = 2
 PRIOR = 0.05
 """Weight of the log-space prior towards the shipped defaults (:func:`gpumatch.calibrate.fit.search`). Chosen by
@@ -91,12 +106,27 @@ class StoredFit:
     cases: tuple[MeasuredCase, ...]
     scores: tuple[ClassScore, ...]
     provenance: dict[str, Any]
+    not_identified: dict[str, float] = field(default_factory=dict)
+    """Fields of a class's phase its fit cases could not tell (kept at their value), with their sensitivity:
+    the largest |log| change of a fit case's prediction when the field is halved or doubled."""
+    serving: ServingResult | None = None
+    """The serving class, when the store holds serve runs of the card."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"card": self.card, "basis": self.calibration.basis, "provenance": self.provenance,
-                "classes": [s.to_dict() for s in self.scores], "not_measured": list(NOT_MEASURED),
+                "not_identified": dict(self.not_identified),
+                "classes": [s.to_dict() for s in self.scores],
+                "not_measured": list(NOT_MEASURED) if self.serving is None else [],
+                "serving": None if self.serving is None else {
+                    "engine": self.serving.engine, "host_pass_s": self.serving.host_pass_s,
+                    "host_seq_s": self.serving.host_seq_s, "levels": list(self.serving.rows)},
                 "curves": {k: c.to_dict() for k, c in self.curves.items()},
-                "calibration": export_fields(self.calibration)}
+                "calibration": export_fields(self.calibration), "residuals": residual_counts(self.calibration)}
+
+
+def residual_counts(cal: Calibration) -> dict[str, int]:
+    """Held-out cases per interval kind in the calibration's residuals (kinds with fewer than 2 are absent)."""
+    return {k.kind: k.n for k in cal.residuals.kinds} if cal.residuals else {}
 
 
 def _card_of(gpu_name: str | None) -> str | None:
@@ -118,8 +148,9 @@ def _stored(st: Any, record: Any) -> StoredRun:
 
 
 def load_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None) -> tuple[str, list[StoredRun]]:
-    """(catalog card, its runs): the completed CUDA bench runs of the store, those of ``run_ids`` when given,
-    on the card ``gpu`` when given. InputError when none is left or they span card models without ``gpu``."""
+    """(catalog card, its runs): the completed CUDA bench runs of the store, those of ``run_ids`` when given (ids
+    of serve runs are accepted and left to :func:`gpumatch.calibrate.serving.load_levels`), on the card ``gpu``
+    when given. InputError when none is left or they span card models without ``gpu``."""
     from gpumatch.catalog import get_gpu
     from gpumatch.store import open_existing_store
 
@@ -127,9 +158,10 @@ def load_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None =
     with open_existing_store(store) as st:
         records = [r for r in st.runs("bench", limit=100_000) if r.status == "completed"]
         if run_ids:
-            missing = sorted(set(run_ids) - {r.run_id for r in records})
+            serve = {r.run_id for r in st.runs("serve", limit=100_000) if r.status == "completed"}
+            missing = sorted(set(run_ids) - {r.run_id for r in records} - serve)
             if missing:
-                raise InputError(f"no completed bench run {missing[0]} in the store",
+                raise InputError(f"no completed bench or serve run {missing[0]} in the store",
                                  "'gpumatch bench list' lists them")
             records = [r for r in records if r.run_id in set(run_ids)]
         by_card = {r.run_id: _card_of(r.manifest.get("gpu.name")) for r in records
@@ -218,13 +250,26 @@ def _stats(errs: Sequence[float]) -> tuple[float, float]:
 Predictor = Callable[[MeasuredCase], float]
 
 
-def _fit_e2e(card: str, cases: Sequence[MeasuredCase], start: Calibration) -> Calibration:
+Phases = dict[str, tuple[str, ...]]
+
+
+def _fit_e2e(card: str, cases: Sequence[MeasuredCase], start: Calibration
+             ) -> tuple[Calibration, Phases, dict[str, float]]:
+    """The end-to-end phases in order (module docstring, step 4): (fitted value, the fields each class moved,
+    {field: sensitivity} of the attention fields the fit cases do not identify)."""
     cal = start
+    moved: Phases = {}
+    unknown: dict[str, float] = {}
     for cls, names in PHASES:
         fit = [c for c in cases if c.kind == cls and c.fit]
-        if fit:
+        if cls == "attention" and fit:
+            sens = identified(card, cal, fit)
+            unknown = {n: v for n, v in sens.items() if v <= IDENTIFY_MIN}
+            names = tuple(n for n in names if n not in unknown)
+        moved[cls] = names if fit else ()
+        if fit and names:
             cal = _search(card, cal, fit, names)
-    return cal
+    return cal, moved, unknown
 
 
 def _search(card: str, cal: Calibration, fit: Sequence[MeasuredCase], names: Sequence[str]) -> Calibration:
@@ -248,7 +293,7 @@ def _predictor(card: str, cal: Calibration, curves: dict[str, Curve] | None) -> 
     return one
 
 
-def _loo(card: str, cls: str, cases: Sequence[MeasuredCase], fitted: Calibration) -> list[float]:
+def _loo(card: str, cls: str, cases: Sequence[MeasuredCase], fitted: Calibration, moved: Phases) -> list[float]:
     """Leave-one-shape-out errors of class ``cls`` over its fit shapes (module docstring, step 5)."""
     fit = [c for c in cases if c.kind == cls and c.fit]
     errs: list[float] = []
@@ -259,19 +304,19 @@ def _loo(card: str, cls: str, cases: Sequence[MeasuredCase], fitted: Calibration
             micro = [c for c in cases if c.fit and c.kind in ("gemm", "copy") and c.extra["shape"] != shape]
             pred = _predictor(card, fitted, fit_curves(card, micro))
         else:
-            names = dict(PHASES)[cls]
-            pred = _predictor(card, _search(card, fitted, rest, names) if rest else fitted, None)
+            names = moved.get(cls, ())
+            pred = _predictor(card, _search(card, fitted, rest, names) if rest and names else fitted, None)
         errs += [_err(pred(c), c.measured) for c in out]
     return errs
 
 
 def _score(card: str, cls: str, cases: Sequence[MeasuredCase], before: Predictor, after: Predictor,
-           fitted: Calibration) -> ClassScore:
+           fitted: Calibration, moved: Phases) -> ClassScore:
     mine = [c for c in cases if c.kind == cls]
     fit, held = [c for c in mine if c.fit], [c for c in mine if not c.fit]
     b_mean, b_max = _stats([_err(before(c), c.measured) for c in held])
     a_mean, a_max = _stats([_err(after(c), c.measured) for c in held])
-    l_mean, l_max = _stats(_loo(card, cls, cases, fitted))
+    l_mean, l_max = _stats(_loo(card, cls, cases, fitted, moved))
     return ClassScore(cls, len({c.extra["shape"] for c in fit}), len({c.extra["shape"] for c in held}), len(fit),
                       len(held), b_mean, b_max, a_mean, a_max, l_mean, l_max)
 
@@ -324,41 +369,84 @@ def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | N
     if coll is not None and coll.card != card:
         coll = load_collective_points(store, run_ids, card)
     cases = cases_of_runs(runs)
+    cases += split_by_shape([c for c in attention_cases(cases) if measures_attention(card, Calibration(), c)])
     if not any(c.fit for c in cases) and coll is None:
         raise InputError(f"the runs {_spans([r.run_id for r in runs])} hold no result a calibration can use",
                          "run 'gpumatch bench run --suite standard' on the card")
     curves = fit_curves(card, [c for c in cases if c.fit])
     start = Calibration()
-    e2e = _fit_e2e(card, cases, start)
-    ids = [r.run_id for r in runs]
+    e2e, moved, unknown = _fit_e2e(card, cases, start)
+    serve = _serving(store, card, run_ids, e2e)
+    if serve is not None:
+        e2e = with_costs(e2e, serve.engine, serve.host_pass_s, serve.host_seq_s,
+                         f"{sum(lv.mode == 'concurrency' for lv in serve.levels)} closed-loop load levels of serve "
+                         f"runs {_spans(_serve_ids(serve))} on {card}")
+        moved["serving"] = ("serving.host_pass_s", "serving.host_seq_s")
+    ids = sorted({r.run_id for r in runs} | set(_serve_ids(serve)))
     uuids = [r.gpu_uuid for r in runs if r.gpu_uuid]
     before, after = _predictor(card, start, None), _predictor(card, e2e, curves)
     present = [cls for cls in CLASSES if any(c.kind == cls for c in cases)]
-    scores = tuple(_score(card, cls, cases, before, after, e2e) for cls in present)
-    names = [n for _, ns in PHASES for n in ns]
+    scores = tuple(_score(card, cls, cases, before, after, e2e, moved) for cls in present)
+    scores += _serving_scores(serve)
     if coll is not None:
         cf = fit_collectives(coll.points, card, coll.pcie, e2e)
         e2e = replace(e2e, **cf.fields())
         scores += (ClassScore(**cf.score()),)
-        names += list(cf.fields())
+        moved["collective"] = tuple(cf.fields())
         ids = sorted({*ids, *coll.run_ids})
     held_time = [s.held_after_max for s in scores if s.cls in ("decode", "prefill", "train-step")
                  and not math.isnan(s.held_after_max)]
     err = max([TIME_ERROR_FLOOR, *held_time])
     card_uuids = sorted(set(uuids))
-    dates = sorted({r.started_at[:10] for r in runs} | set(coll.dates if coll is not None else ()))
-    fitted_at = (today or dt.date.today()).isoformat()
+    dates = sorted({r.started_at[:10] for r in runs} | {lv.date[:10] for lv in (serve.levels if serve else ())}
+                   | set(coll.dates if coll is not None else ()))
+    fitted_at, names = (today or dt.date.today()).isoformat(), [n for ns in moved.values() for n in ns]
     gpu_names = sorted({r.gpu_name for r in runs} | set(coll.gpu_names if coll is not None else ()))
     prov: dict[str, Any] = {"run_ids": ids, "card": card, "gpu_names": gpu_names,
                             "card_uuids": card_uuids, "dates": dates, "fitted_at": fitted_at,
                             "split": "by shape within each class: even positions by size fit, odd held out "
                                      "(collectives: by message size)", "fields": names}
+    if serve is not None:
+        prov["serve_run_ids"] = _serve_ids(serve)
+        prov["serving_split"] = ("leave-one-level-out over the closed-loop levels; open-loop levels never fitted "
+                                 "(class serving-open)")
     text = (f"fitted {fitted_at} by gpumatch calibrate from runs {_spans(ids)} on {card} "
             f"({', '.join(card_uuids) or 'no UUID'}; measured {', '.join(dates)}); fields "
             f"{', '.join(names)}; other fields the shipped defaults")
+    held = parse_residuals(calibration_residuals(cases, e2e, card, ids, dates))
     cal = replace(e2e, basis=basis_text(ids, gpu_names[0] if gpu_names else card, uuids or ["GPU-?"]),
-                  provenance=text, fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100)
-    return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov)
+                  provenance=text,
+                  fitted_on=(card,), fitted_error_fraction=math.ceil(err * 100) / 100, residuals=held)
+    return StoredFit(card, cal, curves, tuple(runs), tuple(cases), scores, prov, unknown, serve)
+
+
+def _serve_ids(serve: ServingResult | None) -> list[int]:
+    return sorted({lv.run_id for lv in serve.levels}) if serve is not None else []
+
+
+def _serving(store: Path | None, card: str, run_ids: Sequence[int], cal: Calibration) -> ServingResult | None:
+    """The serving class (:mod:`gpumatch.calibrate.serving`) when the store holds serve runs of ``card``."""
+    levels = load_levels(store, card, run_ids)
+    return fit_serving(levels, cal, card) if levels else None
+
+
+def _serving_scores(serve: ServingResult | None) -> tuple[ClassScore, ...]:
+    """``serving`` (closed loop, held out level by level: its held-out error is its leave-one-out error) and
+    ``serving-open`` (never fitted: held out as a whole)."""
+    if serve is None:
+        return ()
+    out = []
+    for cls in ("serving", "serving-open"):
+        rows = [r for r in serve.rows if r["class"] == cls]
+        if not rows:
+            continue
+        b_mean, b_max = _stats(serve.errors("before", cls))
+        a_mean, a_max = _stats(serve.errors("held", cls))
+        levels = len({r["level"] for r in rows})
+        loo = (a_mean, a_max) if cls == "serving" else (math.nan, math.nan)
+        out.append(ClassScore(cls, levels if cls == "serving" else 0, levels, len(rows) if cls == "serving" else 0,
+                              len(rows), b_mean, b_max, a_mean, a_max, *loo))
+    return tuple(out)
 
 
 def export_fields(cal: Calibration) -> dict[str, Any]:
@@ -422,8 +510,9 @@ def newest(store: Path | None, card: str) -> Found | None:
                          f"{', '.join(cal.fitted_on) or 'no card'}", hint="refit it: gpumatch calibrate --gpu CARD")
     basis = str(rec.values.get("basis") or cal.basis)
     provenance = f"stored calibration {rec.calibration_id}: {cal.provenance.removeprefix(basis + '; ')}"
-    return Found(rec.calibration_id, replace(cal, basis=basis, provenance=provenance), dict(rec.values),
-                 dict(rec.provenance))
+    held = cal.residuals.model_copy(update={"source": f"calibration #{rec.calibration_id}"}) if cal.residuals else None
+    return Found(rec.calibration_id, replace(cal, basis=basis, provenance=provenance, residuals=held),
+                 dict(rec.values), dict(rec.provenance))
 
 
 def run_calibrate(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None, *, keep: bool = True,

@@ -246,15 +246,16 @@ def serve_cmd(
                               run.server_gone[:120])
 
 
-@app.command("import", help="Read a 'bench export' JSON file into the results store as a new bench run (so "
+@app.command("import", help="Read a 'bench export' JSON file (or a 'bench serve --out' file) into the results "
+             "store as a new bench (serve) run (so "
              "'bench show', 'bench compare' and 'gpumatch calibrate' see it). "
              "Example: gpumatch bench import h200-quick.json --store results.sqlite")
 def import_cmd(file: Path = _FILE,
                store: str | None = StoreOption) -> None:
-    from gpumatch.lab.imports import import_run
+    from gpumatch.lab.imports import import_file
 
-    run_id = import_run(file, store)
-    sys.stderr.write(f"gpumatch: {file} imported as bench run {run_id}\n")
+    kind, run_id = import_file(file, store)
+    sys.stderr.write(f"gpumatch: {file} imported as {kind} run {run_id}\n")
     emit(str(run_id))
 
 

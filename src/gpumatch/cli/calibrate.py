@@ -1,4 +1,4 @@
-"""``gpumatch calibrate``: fit a card's Calibration from the bench runs in the results store.
+"""``gpumatch calibrate``: fit a card's Calibration from the bench (and serve) runs in the results store.
 
 Parse, call :func:`gpumatch.calibrate.stored.run_calibrate`, render with :mod:`gpumatch.report.calibration`."""
 
@@ -10,7 +10,7 @@ import typer
 
 from gpumatch.cli.common import Format, FormatOption, emit, emit_object
 
-HELP = """Fit a card's efficiency curves and overheads from the bench runs in the results store.
+HELP = """Fit a card's efficiency curves and overheads from the bench and serve runs in the results store.
 
 \b
 Examples:
@@ -18,15 +18,17 @@ Examples:
   gpumatch calibrate --store h200.sqlite
   gpumatch calibrate --run 3 --run 4 --gpu h200 --out h200-calibration.json
 
-Per operator class (GEMM per precision, device copies, decode, prefill, training step, training memory, and
-collectives from 'bench scale' runs and imported nccl-tests files) it prints the error on held-out shapes
-(collectives: held-out message sizes) before (shipped defaults) and after, and the leave-one-out error.
-The calibration is stored (unless --no-save); 'gpumatch estimate' then uses the newest one of that card by
-default and says so in its basis. One card model per calibration: runs on several need --gpu.
+Per operator class (GEMM per precision, device copies, decode, prefill, attention, training step, training
+memory; serving per load level when the store holds 'bench serve' runs of the card; collectives from 'bench
+scale' runs and imported nccl-tests files) it prints the error on held-out shapes (collectives: held-out message
+sizes) before (shipped defaults) and after, and the leave-one-shape-out error. The calibration is stored
+(unless --no-save) with the residuals of its held-out cases; 'gpumatch estimate' and 'gpumatch plan --gpu' then
+use the newest one of that card by default and say so in their basis and intervals. One card model per
+calibration: runs on several need --gpu.
 """
 
 
-_RUN = typer.Option([], "--run", help="Use this bench run (repeat; default: all completed runs).")
+_RUN = typer.Option([], "--run", help="Use this bench or serve run (repeat; default: all completed runs).")
 _OUT = typer.Option(None, "--out", help="Also write it as JSON (estimate --calibration reads it).")
 _STORE = typer.Option(None, "--store", help="Results store file (default: $GPUMATCH_STORE or "
                       "$GPUMATCH_HOME/results.sqlite).")

@@ -158,7 +158,8 @@ def estimate(
     ``energy_kwh_per_run`` (facility: GPUs + host share, × PUE), ``gpu_energy_kwh_per_run`` and ``usd_per_run``.
 
     Every time and memory figure gets an interval from ``residuals`` (default: the shipped table;
-    :mod:`gpumatch.estimate.intervals`).
+    :mod:`gpumatch.estimate.intervals`), or from the calibration's own held-out residuals
+    (``Calibration.residuals``) where they apply to the card.
 
     Raises :class:`InputError` for impossible combinations (TP not dividing the heads, count ≠ tp·pp·dp,
     unknown precision, a precision the GPU cannot compute).
@@ -204,7 +205,7 @@ def estimate(
     where = where_of(spec.name, req.task, str(_weights(req)), arch.params_total, case.seq if req.training else None,
                      None if req.training else case.prompt, None if req.training else case.gen, req.count)
     spans, span_basis = estimate_intervals(dict(metrics, total_bytes=mem.total_bytes), where, req.training,
-                                           cal.extrapolated_error_fraction, residuals)
+                                           cal.extrapolated_error_fraction, residuals, cal.residuals)
     return Estimate(
         task=req.task,
         model=arch.name,

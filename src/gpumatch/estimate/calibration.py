@@ -55,7 +55,45 @@ from typing import Any
 
 from gpumatch.errors import DataFileError, InputError
 from gpumatch.estimate._num import Num
+from gpumatch.estimate.intervals import Residuals, parse_residuals
 from gpumatch.files import parse_json_object, read_text
+
+
+@dataclass(frozen=True)
+class ServingFit:
+    """An engine profile's per-pass costs fitted to measured serve runs on one card (``gpumatch calibrate``,
+    :mod:`gpumatch.calibrate.serving`): they replace the profile's ``host_pass_s`` and ``host_seq_s``
+    (``estimate/data/engines.toml``) for ``engine`` on the card the calibration was fitted on. Fitted, they hold
+    every per-pass and per-sequence cost the profile does not model (the server's own kernels, not only host
+    CPU time)."""
+
+    engine: str
+    host_pass_s: float
+    """Seconds per pass (fixed part)."""
+    host_seq_s: float
+    """Seconds per pass per running sequence."""
+    source: str = ""
+    """Where the numbers come from (runs, levels, card)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ServingFit:
+        """From a JSON object; any problem is an :class:`InputError` naming the field."""
+        if not isinstance(data, dict) or not isinstance(data.get("engine"), str) or not data["engine"]:
+            raise InputError("calibration field 'serving' must be an object with an 'engine' name")
+        unknown = sorted(set(data) - {"engine", "host_pass_s", "host_seq_s", "source"})
+        if unknown:
+            raise InputError(f"calibration field 'serving.{unknown[0]}' is unknown",
+                             "fields: engine, host_pass_s, host_seq_s, source")
+        values = {}
+        for key in ("host_pass_s", "host_seq_s"):
+            x = data.get(key)
+            if isinstance(x, bool) or not isinstance(x, int | float) or not 0.0 <= float(x) <= 1.0:
+                raise InputError(f"calibration field 'serving.{key}' must be seconds in [0, 1], got {_shown(x)}")
+            values[key] = float(x)
+        return cls(engine=data["engine"], source=str(data.get("source") or ""), **values)
 
 
 @dataclass(frozen=True)
@@ -74,6 +112,15 @@ class Calibration:
     extrapolated_error_fraction: float = 0.30
     """Time error to expect on any other card: efficiencies differ by architecture, clocks and software
     (assumed; replace it by a measured spread once a second card is calibrated)."""
+    residuals: Residuals | None = None
+    """The residuals r = measured / predicted - 1 of the calibration's own held-out cases, predicted under it
+    (``gpumatch calibrate``; None for the shipped defaults, whose intervals come from the shipped table). The
+    intervals of an estimate on the card it was fitted on use them per kind where they have enough cases
+    (:mod:`gpumatch.estimate.intervals`, rule 4)."""
+    serving: ServingFit | None = None
+    """An engine profile's per-pass costs fitted to serve runs on the card (None: the profiles of
+    ``engines.toml``); applied by :func:`gpumatch.estimate.serving.steady_state` to that engine on a card of
+    ``fitted_on`` only."""
     # compute
     gemm_efficiency_max: float = 0.61
     gemm_half_flops: float = 5e9
@@ -184,8 +231,14 @@ class Calibration:
         return self.memory_efficiency_max * bytes_per_call / (bytes_per_call + self.memory_half_bytes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as JSON values; ``residuals`` (the table's JSON object) only when present."""
         d = asdict(self)
         d["fitted_on"] = list(self.fitted_on)
+        d.pop("residuals")
+        if self.residuals is not None:
+            d["residuals"] = self.residuals.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if d["serving"] is None:
+            d.pop("serving")
         return d
 
     def time_uncertainty(self, gpu_name: str) -> tuple[float, str]:
@@ -266,6 +319,16 @@ def _field_value(key: str, value: Any) -> Any:
         if key == "basis" and value not in ("assumed", "calibrated"):
             raise InputError(f"calibration field 'basis' must be 'assumed' or 'calibrated', got {_shown(value)}")
         return value
+    if key == "serving":
+        return None if value is None else ServingFit.from_dict(value)
+    if key == "residuals":
+        if value is None:
+            return None
+        try:
+            res = parse_residuals(value, "calibration field 'residuals'")
+        except DataFileError as e:
+            raise InputError(e.message, "refit it: gpumatch calibrate") from e
+        return res if res.source else res.model_copy(update={"source": "the calibration's held-out residuals"})
     if key == "fitted_on":
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise InputError(f"calibration field 'fitted_on' must be a list of GPU names, got {_shown(value)}")
@@ -315,8 +378,9 @@ def load_calibration_file(path: str | os.PathLike[str]) -> Calibration:
         raise DataFileError(f"{label}: {e.message.removeprefix('calibration ')}", e.hint or "fix that field") from e
     set_fields = ", ".join(k for k in data if k not in ("basis", "provenance")) or "no fields"
     where = f"{os.fspath(path)} sets {set_fields}; other fields default"
+    held = cal.residuals.model_copy(update={"source": f"calibration file {os.fspath(path)}"}) if cal.residuals else None
     return replace(cal, basis=f"{cal.basis if 'basis' in data else 'calibrated'} from file {os.fspath(path)}",
-                   provenance=f"{cal.provenance} ({where})" if "provenance" in data else where)
+                   provenance=f"{cal.provenance} ({where})" if "provenance" in data else where, residuals=held)
 
 
 DEFAULT_CALIBRATION = Calibration()

@@ -20,7 +20,13 @@ Nothing here imports calibrate. The rule, with its reasoning, is in docs/estimat
    :data:`UNMEASURED_FLOOR`; another card: times at least ``Calibration.extrapolated_error_fraction`` (0.30,
    efficiencies differ by architecture), memory by :data:`UNMEASURED_FACTOR` alone (the bytes do not depend on
    the card; its allocator and runtime may).
-4. Figures that follow from a time carry its band: a throughput its inverse (tokens/s, MFU); energy and cost per
+4. A calibration of the card (``gpumatch calibrate``) carries its own residuals (:attr:`Calibration.residuals
+   <gpumatch.estimate.calibration.Calibration.residuals>`): r over ITS held-out cases, predicted under the fitted
+   calibration. A figure's kind takes them instead of the shipped table's when they are of the estimate's card and
+   have at least :data:`MIN_CALIBRATION_N` cases; otherwise that kind falls back to the shipped table, and the
+   basis says which source each figure used (``residuals of calibration #7, held-out n=4`` or ``shipped residual
+   table``, with why the calibration's were not used).
+5. Figures that follow from a time carry its band: a throughput its inverse (tokens/s, MFU); energy and cost per
    token or per run its own (they are power or price × time). ``e2e_s`` combines the TTFT and TPOT bands.
 
 Intervals are fractions applied to the figure: ``[x × (1 + low), x × (1 + high)]`` with ``low < 0 < high``, so
@@ -55,6 +61,11 @@ UNMEASURED_FACTOR = 1.5
 """Widening for a precision, task variant or operator class never measured (assumed)."""
 UNMEASURED_FLOOR = 0.10
 """Least half-width then: issue 3's goal for a fitted card (``Calibration.fitted_error_fraction``)."""
+MIN_CALIBRATION_N = 4
+"""Least held-out cases of one kind for a calibration's residuals to set that kind's band (else the shipped
+table's kind applies). Below 4 the empirical 5th and 95th percentiles are the two extreme residuals and the
+small-sample factor exceeds 2 (:func:`small_sample_factor`: 2.05 at n=3, 1.60 at n=4); assumed."""
+SHIPPED = "shipped residual table"
 MEASURED_PRECISIONS = ("bf16", "fp16")
 """Weights in 16 bits run the same kernels as the measured bf16 cases (fp16 and bf16 share the tensor path)."""
 
@@ -102,6 +113,13 @@ class Residuals(_Strict):
     files: tuple[str, ...]
     date: str
     kinds: tuple[ResidualKind, ...]
+    source: str | None = None
+    """What the table is, as a basis says it: None for the shipped table, ``calibration #7`` for the held-out
+    residuals of a stored calibration (set when the calibration is read back)."""
+
+    @property
+    def label(self) -> str:
+        return self.source or SHIPPED
 
     def kind(self, name: str) -> ResidualKind | None:
         return next((k for k in self.kinds if k.kind == name), None)
@@ -205,12 +223,13 @@ def _widenings(k: ResidualKind, kind: str, where: Where, other_card_floor: float
     return factor, floor, why
 
 
-def band(residuals: Residuals, kind: str, where: Where, other_card_floor: float = 0.30) -> Band:
-    """The relative band of a figure of operator class ``kind`` for an estimate at ``where`` (module docstring)."""
+def band(residuals: Residuals, kind: str, where: Where, other_card_floor: float = 0.30, note: str = "") -> Band:
+    """The relative band of a figure of operator class ``kind`` for an estimate at ``where`` (module docstring);
+    ``note`` is appended to its basis."""
     k = residuals.kind(kind)
     if k is None:
         f = max(other_card_floor, UNMEASURED_FLOOR)
-        return Band(-f, f, f"extrapolated: {kind} never measured, ±{f * 100:.0f}%")
+        return Band(-f, f, f"extrapolated: {kind} never measured, ±{f * 100:.0f}%{note}")
     base_floor = MEMORY_FLOOR if kind == "memory" else TIME_FLOOR
     w = small_sample_factor(k.n)
     factor, floor, why = _widenings(k, kind, where, other_card_floor)
@@ -219,9 +238,34 @@ def band(residuals: Residuals, kind: str, where: Where, other_card_floor: float 
     floor = max(floor, base_floor)
     low, high = max(min(low, -floor), -0.9), max(high, floor)
     b = Band(low, high, "")
-    head = f"{k.card} {k.kind}, n={k.n}"
+    head = (f"{SHIPPED}: {k.card} {k.kind}, n={k.n}" if residuals.source is None
+            else f"residuals of {residuals.source}, held-out n={k.n}: {k.card} {k.kind}")
     basis = f"{head}, {b.text}" if not why else f"extrapolated from {head}: {'; '.join(why)}, {b.text}"
-    return Band(low, high, basis)
+    return Band(low, high, basis + note)
+
+
+def _unused(calibrated: Residuals, kind: str, card: str) -> str | None:
+    """Why the calibration's residuals of ``kind`` do not set the band for ``card`` (None: they do)."""
+    k = calibrated.kind(kind)
+    if k is None:
+        return f"no held-out {kind} case"
+    if k.card != card:
+        return f"fitted on {k.card}"
+    if k.n < MIN_CALIBRATION_N:
+        return f"n={k.n} < {MIN_CALIBRATION_N} held-out {kind} cases"
+    return None
+
+
+def kind_band(kind: str, where: Where, shipped: Residuals, calibrated: Residuals | None = None,
+              other_card_floor: float = 0.30) -> Band:
+    """The band of operator class ``kind``: from the calibration's residuals when they apply (same card, at least
+    :data:`MIN_CALIBRATION_N` held-out cases), else from ``shipped``, saying why (module docstring, rule 4)."""
+    if calibrated is None:
+        return band(shipped, kind, where, other_card_floor)
+    why = _unused(calibrated, kind, where.card)
+    if why is None:
+        return band(calibrated, kind, where, other_card_floor)
+    return band(shipped, kind, where, other_card_floor, note=f"; {calibrated.label} not used: {why}")
 
 
 def _e2e_band(metrics: dict[str, float], pre: Band, dec: Band) -> Band:
@@ -235,11 +279,12 @@ def _e2e_band(metrics: dict[str, float], pre: Band, dec: Band) -> Band:
 
 
 def figure_bands(metrics: dict[str, float], where: Where, training: bool, residuals: Residuals | None = None,
-                 other_card_floor: float = 0.30) -> dict[str, Band]:
-    """The band of every time, memory, throughput, energy and cost figure of an estimate's ``metrics``."""
+                 other_card_floor: float = 0.30, calibrated: Residuals | None = None) -> dict[str, Band]:
+    """The band of every time, memory, throughput, energy and cost figure of an estimate's ``metrics``;
+    ``calibrated``: the residuals of the calibration in use, taken per kind where they apply (:func:`kind_band`)."""
     res = residuals or default_residuals()
-    by_kind = {kind: band(res, kind, where, other_card_floor) for kind in ("decode", "prefill", "train-step",
-                                                                          "memory")}
+    by_kind = {kind: kind_band(kind, where, res, calibrated, other_card_floor)
+               for kind in ("decode", "prefill", "train-step", "memory")}
     out = {name: by_kind[kind] for name, kind in FIGURE_KIND.items() if name in metrics}
     if training:
         run = by_kind["train-step"]
@@ -273,7 +318,9 @@ def where_of(card: str, task: str, precision: str, params: float, seq: float | N
 
 
 def estimate_intervals(metrics: dict[str, float], where: Where, training: bool, extrapolated_error_fraction: float,
-                       residuals: Residuals | None = None) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
-    """(``{figure: (low, high)}``, ``{figure: basis}``) for an estimate's metrics (SI; see the module docstring)."""
-    bands = figure_bands(metrics, where, training, residuals, extrapolated_error_fraction)
+                       residuals: Residuals | None = None, calibrated: Residuals | None = None
+                       ) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
+    """(``{figure: (low, high)}``, ``{figure: basis}``) for an estimate's metrics (SI; see the module docstring);
+    ``calibrated``: the residuals the calibration in use carries (rule 4)."""
+    bands = figure_bands(metrics, where, training, residuals, extrapolated_error_fraction, calibrated)
     return intervals(metrics, bands), {k: b.basis for k, b in bands.items()}

@@ -112,6 +112,25 @@ def engine_profile(name: str) -> EngineProfile:
     return engine_profiles()[name]
 
 
+def profile_under(engine: str, cal: Calibration, gpu_name: str) -> EngineProfile:
+    """The engine's profile, with the per-pass costs of ``cal.serving`` when that calibration fitted them for this
+    engine on this card (catalog name ``gpu_name`` in ``cal.fitted_on``); another card keeps the shipped profile."""
+    profile = engine_profile(engine)
+    fit = cal.serving
+    if fit is None or fit.engine != engine or gpu_name not in cal.fitted_on:
+        return profile
+    return profile.model_copy(update={"host_pass_s": fit.host_pass_s, "host_seq_s": fit.host_seq_s})
+
+
+def pass_cost_source(engine: str, cal: Calibration, gpu_name: str) -> str:
+    """Where :func:`profile_under`'s per-pass costs come from, in words."""
+    if profile_under(engine, cal, gpu_name) is engine_profile(engine):
+        return f"engine profile {engine} (engines.toml)"
+    fit = cal.serving
+    return f"fitted by the calibration ({fit.source})" if fit is not None and fit.source else (
+        "fitted by the calibration")
+
+
 class NoRoom(Exception):
     """The engine's memory share holds the weights and activations but not one sequence's KV cache."""
 
@@ -158,6 +177,8 @@ class Serving:
     latency and rate fields hold; None: the fields are the long-run steady state."""
     steady_ttft_s: float | None = None
     steady_tpot_s: float | None = None
+    pass_costs: tuple[float, float, str] = (0.0, 0.0, "")
+    """(fixed seconds per pass, seconds per pass per running sequence, where from) of the profile applied."""
 
     def assumptions(self, dp: float) -> dict[str, Any]:
         """The JSON ``serving`` object: what the figures assume (rates over all ``dp`` replicas)."""
@@ -173,6 +194,8 @@ class Serving:
             "kv_slots": clean(math.floor(self.kv_slots)), "kv_pool_bytes": self.kv_pool_bytes,
             "running_requests": self.running, "mean_decode_batch": self.mean_decode_batch,
             "prefill_tokens_per_pass": self.prefill_tokens_per_pass, "prefills_per_pass": self.prefills_per_pass,
+            "pass_costs": {"host_pass_s": self.pass_costs[0], "host_seq_s": self.pass_costs[1],
+                           "source": self.pass_costs[2]},
             "pass_s": self.pass_s, "host_pass_s": self.host_pass_s, "admission_limited": self.admission_limited,
             "prefill_limited": self.prefill_limited, "prefix_hit_ratio": self.prefix_hit_ratio,
             "saturated_requests_per_s": clean(self.saturated_requests_per_s * dp),
@@ -340,7 +363,7 @@ def steady_state(
     open loop; ``request_rate`` per replica (open loop, Poisson) or None; ``targets``: (TTFT, TPOT) in seconds
     for goodput, or None each.
     """
-    profile = engine_profile(engine)
+    profile = profile_under(engine, cal, gpu_name)
     if profile.schedule == "static":
         raise InputError("the static engine has no serving steady state", "use --engine vllm, sglang or trtllm")
     if not 0.0 <= prefix_hit_ratio < 1.0:
@@ -383,6 +406,7 @@ def steady_state(
         admission_limited=request_rate is None and concurrency > cap_n,
         prefill_limited=bool(det.get("prefill_limited", 0.0)), prefix_hit_ratio=prefix_hit_ratio, iterations=it,
         stable=stable, goodput_requests_per_s=goodput,
+        pass_costs=(profile.host_pass_s, profile.host_seq_s, pass_cost_source(engine, cal, gpu_name)),
     )  # fmt: skip
     if request_rate is None and bench is not None and bench.num_prompts > 0:
         return replayed(sv, m, c, cal, tier, profile, bench, prefix_hit_ratio)

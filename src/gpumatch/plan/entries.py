@@ -73,7 +73,8 @@ def add_intervals(req: PlanRequest, entries: list[dict[str, Any]], cal: Calibrat
         figures = {k: float(est[k]) for k in PLAN_INTERVAL_FIGURES if est.get(k) is not None}
         where = where_of(e["gpu"], str(opts["task"]), str(opts["precision"]), req.model.params_total,
                          opts.get("seq"), opts.get("prompt"), opts.get("gen"), int(opts["count"]))
-        spans, why = estimate_intervals(figures, where, req.training, cal.extrapolated_error_fraction)
+        spans, why = estimate_intervals(figures, where, req.training, cal.extrapolated_error_fraction,
+                                        calibrated=cal.residuals)
         e["intervals"] = {k: list(v) for k, v in spans.items() if k in figures}
         e["interval_basis"] = {k: why[k] for k in spans if k in figures}
 

@@ -26,6 +26,15 @@ def class_rows(classes: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "loo": _pct(c["loo_mean"], c["loo_max"])} for c in classes]
 
 
+def _residual_line(counts: dict[str, int]) -> str:
+    from gpumatch.estimate.intervals import MIN_CALIBRATION_N
+
+    kinds = ("decode", "prefill", "train-step", "memory")
+    parts = [f"{k} n={counts.get(k, 0)}" + ("" if counts.get(k, 0) >= MIN_CALIBRATION_N else " (shipped table)")
+             for k in kinds]
+    return f"intervals from held-out residuals: {', '.join(parts)}"
+
+
 def calibrate_text(fit: dict[str, Any]) -> str:
     """The fit: which runs and card, the per-class table, where it went."""
     prov = fit["provenance"]
@@ -33,8 +42,18 @@ def calibrate_text(fit: dict[str, Any]) -> str:
              f"card {fit['card']}; runs {', '.join(map(str, prov['run_ids']))}; measured {', '.join(prov['dates'])}",
              "", to_table(class_rows(fit["classes"]), COLUMNS,
                           "|predicted/measured - 1| per operator class: mean / max").rstrip(),
-             f"not measured by any run: {', '.join(fit['not_measured'])}",
-             f"held out: {prov['split']}"]
+             f"held out: {prov['split']}", _residual_line(fit.get("residuals") or {})]
+    if fit.get("not_measured"):
+        lines.insert(4, f"not measured by any run: {', '.join(fit['not_measured'])} (no serve run of the card)")
+    if fit.get("serving"):
+        sv = fit["serving"]
+        lines.append(f"serving: engine {sv['engine']} per-pass costs {sv['host_pass_s'] * 1e3:.3g} ms + "
+                     f"{sv['host_seq_s'] * 1e6:.3g} us per running sequence (the profile's host_pass_s, "
+                     f"host_seq_s); held out: {prov.get('serving_split', '')}")
+    unknown = fit.get("not_identified") or {}
+    if unknown:
+        lines.append("not fitted (the fit shapes cannot tell their value; kept as they were): " + ", ".join(
+            f"{k} (halving/doubling moves a fit case by {v * 100:.1f}%)" for k, v in sorted(unknown.items())))
     if fit.get("calibration_id") is not None:
         lines.append(f"stored as calibration {fit['calibration_id']}: 'gpumatch estimate --gpu ...' on this card "
                      "uses it (--no-calibration: the defaults)")

@@ -13,7 +13,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -210,6 +210,17 @@ class Store(StoreReading):
         sql = ("INSERT INTO events (run_id, t_s, gpu_index, kind, data_json, created_at) VALUES (?, ?, ?, ?, ?, ?) "
                "RETURNING event_id")
         return self._db.write("adding an event", lambda c: int(c.execute(sql, args).fetchone()[0]))
+
+    def add_events(self, run_id: int, events: Iterable[tuple[float, str, dict[str, Any]]]) -> int:
+        """Append many events ``(t_s, kind, data)`` in one transaction (an import of recorded events); how many."""
+        self._check_writable()
+        now = _now()
+        rows = [(run_id, float(t), None, _text(kind, "event kind"), canonical_json(data, "event data"), now)
+                for t, kind, data in events]
+        sql = "INSERT INTO events (run_id, t_s, gpu_index, kind, data_json, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+        if rows:
+            self._db.write("adding events", lambda c: c.executemany(sql, rows))
+        return len(rows)
 
     def end_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
         """Close a running run as ``completed``, ``failed`` or ``interrupted`` (once; later closes fail)."""

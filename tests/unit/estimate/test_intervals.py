@@ -84,7 +84,7 @@ def test_within_the_measured_range_the_band_is_the_quantiles_with_a_floor() -> N
     assert wide.high == pytest.approx(0.09 * small_sample_factor(1000))
     narrow = band(_with_decode(n=1000, q05=-0.001, median=0.0, q95=0.001), "decode", INSIDE)
     assert (narrow.low, narrow.high) == (-TIME_FLOOR, TIME_FLOOR)
-    assert narrow.basis.startswith(f"{H200} decode, n=1000, ")
+    assert narrow.basis.startswith(f"shipped residual table: {H200} decode, n=1000, ")
 
 
 def test_memory_on_another_card_is_not_held_to_the_time_floor() -> None:
@@ -96,7 +96,8 @@ def test_the_estimate_states_each_interval_and_its_basis() -> None:
     d = estimate("llama-3.1-8b", "h200", task="infer", batch=8, prompt=2047, gen=1).to_dict()
     assert set(d["intervals"]) >= {"tpot_s", "ttft_s", "prefill_s", "e2e_s", "total_bytes", "tokens_per_s",
                                     "usd_per_million_tokens"}
-    assert d["interval_basis"]["tpot_s"].startswith(f"{H200} decode, n=")  # measured: 8B, context 2048, H200
+    # measured: 8B, context 2048, H200
+    assert d["interval_basis"]["tpot_s"].startswith(f"shipped residual table: {H200} decode, n=")
     assert d["interval_basis"]["total_bytes"].startswith("extrapolated")  # inference memory never measured
     other = estimate("llama-3.1-8b", "L4", task="infer", batch=8, prompt=2047, gen=1).to_dict()
     assert "card never measured" in other["interval_basis"]["tpot_s"]

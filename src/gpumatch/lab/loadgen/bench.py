@@ -333,7 +333,7 @@ def _record(rec: Any, lv: LevelResult) -> None:
                         f"{lv.not_sent} requests not sent: {lv.aborted}")
     ratio = ratios(lv.summary, lv.prediction)
     predicted = lv.prediction.get("predicted") or {}
-    for key, metric, unit, scale in _stored_figures():
+    for key, metric, unit, scale in stored_figures():
         value = lv.summary.get(key)
         if not isinstance(value, int | float) or not math.isfinite(value):
             continue
@@ -352,7 +352,7 @@ def _record(rec: Any, lv: LevelResult) -> None:
     rec.add_event(base, "level", lv.to_dict(raw=False))
 
 
-def _stored_figures() -> list[tuple[str, str, str, float]]:
+def stored_figures() -> list[tuple[str, str, str, float]]:
     """(summary key, stored metric, unit, scale to SI) for every figure stored as a result."""
     out = [(f"{stat}_{name}_ms", f"{name}_{stat}_s", "s", 1.0e-3) for name in STORED for stat in STATS]
     out += [("p99_client_lag_ms", "client_lag_p99_s", "s", 1.0e-3)]
