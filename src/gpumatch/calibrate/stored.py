@@ -44,8 +44,9 @@ from gpumatch.calibrate.attention import FIELDS as ATTENTION_FIELDS
 from gpumatch.calibrate.attention import IDENTIFY_MIN, attention_cases, identified, measures_attention
 from gpumatch.calibrate.cases import MeasuredCase
 from gpumatch.calibrate.compare import predict as predict_estimate
-from gpumatch.calibrate.curves import Curve, fit_curve, fit_gemm_curve
+from gpumatch.calibrate.curves import Curve
 from gpumatch.calibrate.fit import BOUNDS, search
+from gpumatch.calibrate.micro import curve_key, default_rate, fit_curves, size
 from gpumatch.calibrate.residuals import calibration_residuals
 from gpumatch.calibrate.runs import CLASSES, NOT_MEASURED, StoredRun, cases_of_runs, split_by_shape
 from gpumatch.calibrate.serving import ServingResult, fit_serving, load_levels, with_costs
@@ -69,7 +70,6 @@ PRIOR = 0.05
 leave-one-shape-out error on the fit shapes of the committed H200 runs (the held-out shapes were not used): the
 summed mean LOO error of decode, prefill, train-step and train-memory was 0.41 at 0, 0.34 at 0.01, 0.23 at 0.05
 and 0.25 at 0.2 (2026-12-05)."""
-NAME_PREFIX = "calibration:"
 TIME_ERROR_FLOOR = 0.03
 """Least ``fitted_error_fraction`` a stored calibration claims (run-to-run spread between cards of one model,
 :data:`gpumatch.estimate.intervals.TIME_FLOOR`)."""
@@ -122,6 +122,16 @@ class StoredFit:
                     "host_seq_s": self.serving.host_seq_s, "levels": list(self.serving.rows)},
                 "curves": {k: c.to_dict() for k, c in self.curves.items()},
                 "calibration": export_fields(self.calibration), "residuals": residual_counts(self.calibration)}
+
+
+def export_fields(cal: Calibration) -> dict[str, Any]:
+    """The Calibration as the fields :meth:`Calibration.from_dict` accepts (basis ``calibrated``; the basis
+    text is kept at the front of the provenance)."""
+    d = cal.to_dict()
+    if d["basis"] not in ("assumed", "calibrated"):
+        d["provenance"] = f"{d['basis']}; {d['provenance']}"
+        d["basis"] = "calibrated"
+    return d
 
 
 def residual_counts(cal: Calibration) -> dict[str, int]:
@@ -178,66 +188,6 @@ def load_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None =
     return cards[0], runs
 
 
-def _peak(card: str, case: MeasuredCase) -> float | None:
-    from gpumatch.catalog import get_gpu
-
-    spec = get_gpu(card)
-    if case.kind == "copy":
-        return float(spec.memory_bandwidth_bytes_per_s)
-    peak = spec.peak_flops_per_s.get(str(case.options["precision"]))
-    return float(peak) if peak else None
-
-
-def _curve_key(case: MeasuredCase) -> str:
-    return "copy" if case.kind == "copy" else f"gemm {case.options['precision']}"
-
-
-def _size(case: MeasuredCase) -> float:
-    return float(case.options["bytes" if case.kind == "copy" else "flops"])
-
-
-def _bandwidth(card: str) -> float:
-    from gpumatch.catalog import get_gpu
-
-    return float(get_gpu(card).memory_bandwidth_bytes_per_s)
-
-
-def default_rate(card: str, case: MeasuredCase, cal: Calibration) -> float:
-    """A microbenchmark case under a Calibration's own curves (the estimators' view before calibration): a copy
-    at ``bandwidth × memory_efficiency(bytes)``, a GEMM on the roofline (:func:`gemm_rate`)."""
-    if case.kind == "copy":
-        return _bandwidth(card) * float(cal.memory_efficiency(_size(case)))
-    low = str(case.options["precision"]) in ("fp8", "int8", "fp4")
-    eff = float(cal.gemm_efficiency(_size(case))) * (cal.low_precision_gemm_efficiency_ratio if low else 1.0)
-    nbytes = float(case.options["bytes"])
-    return gemm_rate(case, (_peak(card, case) or math.nan) * eff,
-                     _bandwidth(card) * float(cal.memory_efficiency(nbytes)))
-
-
-def gemm_rate(case: MeasuredCase, compute_flops_per_s: float, memory_bytes_per_s: float) -> float:
-    """FLOP/s of one GEMM on the roofline: FLOP / max(FLOP / compute rate, bytes / memory rate), with the bytes
-    of :func:`gpumatch.calibrate.runs.gemm_bytes` (Williams et al. 2009, "Roofline", CACM 52(4))."""
-    flops, nbytes = float(case.options["flops"]), float(case.options["bytes"])
-    return flops / max(flops / compute_flops_per_s, nbytes / memory_bytes_per_s)
-
-
-def fit_curves(card: str, cases: Sequence[MeasuredCase]) -> dict[str, Curve]:
-    """One curve per GEMM precision and one for copies, from ``cases`` (those with at least two shapes)."""
-    groups: dict[str, list[MeasuredCase]] = {}
-    for c in cases:
-        if c.kind in ("gemm", "copy") and _peak(card, c):
-            groups.setdefault(_curve_key(c), []).append(c)
-    out: dict[str, Curve] = {}
-    copies = groups.pop("copy", [])
-    if len({c.extra["shape"] for c in copies}) >= 2:
-        out["copy"] = fit_curve([_size(c) for c in copies], [c.measured for c in copies], _bandwidth(card))
-    for key, cs in sorted(groups.items()):
-        if "copy" in out and len({c.extra["shape"] for c in cs}) >= 3:
-            out[key] = fit_gemm_curve([_size(c) for c in cs], [float(c.options["bytes"]) for c in cs],
-                                      [c.measured for c in cs], _peak(card, cs[0]) or 0.0, out["copy"])
-    return out
-
-
 def _err(predicted: float, measured: float) -> float:
     return abs(predicted / measured - 1.0) if measured and predicted == predicted else math.nan
 
@@ -283,12 +233,12 @@ def _predictor(card: str, cal: Calibration, curves: dict[str, Curve] | None) -> 
         if c.kind in ("gemm", "copy"):
             if curves is None:
                 return default_rate(card, c, cal)
-            curve, copy = curves.get(_curve_key(c)), curves.get("copy")
+            curve, copy = curves.get(curve_key(c)), curves.get("copy")
             if curve is None:
                 return math.nan
             if c.kind == "copy" or copy is None:
-                return curve.rate(_size(c))
-            return curve.gemm_rate(_size(c), float(c.options["bytes"]), copy)
+                return curve.rate(size(c))
+            return curve.gemm_rate(size(c), float(c.options["bytes"]), copy)
         return predict_estimate(c, cal, gpu=card)
     return one
 
@@ -447,88 +397,3 @@ def _serving_scores(serve: ServingResult | None) -> tuple[ClassScore, ...]:
         out.append(ClassScore(cls, levels if cls == "serving" else 0, levels, len(rows) if cls == "serving" else 0,
                               len(rows), b_mean, b_max, a_mean, a_max, *loo))
     return tuple(out)
-
-
-def export_fields(cal: Calibration) -> dict[str, Any]:
-    """The Calibration as the fields :meth:`Calibration.from_dict` accepts (basis ``calibrated``; the basis
-    text is kept at the front of the provenance)."""
-    d = cal.to_dict()
-    if d["basis"] not in ("assumed", "calibrated"):
-        d["provenance"] = f"{d['basis']}; {d['provenance']}"
-        d["basis"] = "calibrated"
-    return d
-
-
-def export_json(fit: StoredFit) -> dict[str, Any]:
-    """What ``--out`` writes: ``{"calibration": {fields}}``, the form ``gpumatch estimate --calibration`` reads."""
-    return {"calibration": export_fields(fit.calibration)}
-
-
-def save(store: Path | None, fit: StoredFit) -> int:
-    """Store the fit as calibration ``calibration:<card>`` (values: the Calibration fields, its basis text, the
-    curves and the class scores; provenance as :attr:`StoredFit.provenance`). Returns its calibration id."""
-    from gpumatch.store import open_store
-    from gpumatch.store.locate import locate_store
-
-    path, _ = locate_store(store)
-    values = {"calibration": export_fields(fit.calibration), "basis": fit.calibration.basis,
-              "curves": {k: c.to_dict() for k, c in fit.curves.items()},
-              "classes": [s.to_dict() for s in fit.scores]}
-    with open_store(path, mode="write") as st:
-        return int(st.add_calibration(NAME_PREFIX + fit.card, values, fit.provenance,
-                                      run_ids=list(fit.provenance["run_ids"])))
-
-
-@dataclass(frozen=True)
-class Found:
-    """The newest stored calibration of a card: its id, the value, and the record's values and provenance."""
-
-    calibration_id: int
-    calibration: Calibration
-    values: dict[str, Any]
-    provenance: dict[str, Any]
-
-
-def newest(store: Path | None, card: str) -> Found | None:
-    """The newest calibration stored for catalog card ``card``, or None: no store file (yet), or none for that
-    card. A record whose ``fitted_on`` is another card is refused (StoreError)."""
-    from gpumatch.errors import StoreError
-    from gpumatch.store import open_existing_store
-    from gpumatch.store.locate import locate_store
-
-    path, _ = locate_store(store)
-    if not path.exists():
-        return None
-    with open_existing_store(path) as st:
-        rec = st.latest_calibration(NAME_PREFIX + card)
-    if rec is None:
-        return None
-    fields = dict(rec.values.get("calibration") or {})
-    cal = Calibration.from_dict(fields)
-    if tuple(cal.fitted_on) != (card,):
-        raise StoreError(f"stored calibration {rec.calibration_id} is named for {card} but fitted on "
-                         f"{', '.join(cal.fitted_on) or 'no card'}", hint="refit it: gpumatch calibrate --gpu CARD")
-    basis = str(rec.values.get("basis") or cal.basis)
-    provenance = f"stored calibration {rec.calibration_id}: {cal.provenance.removeprefix(basis + '; ')}"
-    held = cal.residuals.model_copy(update={"source": f"calibration #{rec.calibration_id}"}) if cal.residuals else None
-    return Found(rec.calibration_id, replace(cal, basis=basis, provenance=provenance, residuals=held),
-                 dict(rec.values), dict(rec.provenance))
-
-
-def run_calibrate(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None, *, keep: bool = True,
-                  out: Path | None = None, force: bool = False) -> dict[str, Any]:
-    """``gpumatch calibrate``: fit (:func:`calibrate_runs`), store it unless ``keep`` is False, write the JSON of
-    :func:`export_json` to ``out`` when given (an existing file only with ``force``). The fit as a dict with
-    ``calibration_id`` (None when not stored) and ``out``."""
-    if out is not None:
-        if out.exists() and not force:
-            raise InputError(f"{out} exists", "give another --out or add --force to overwrite it")
-        if not out.parent.is_dir():
-            raise InputError(f"no folder {out.parent}", "create it first")
-    fit = calibrate_runs(store, run_ids, gpu)
-    cid = save(store, fit) if keep else None
-    if out is not None:
-        import json
-
-        out.write_text(json.dumps(export_json(fit), indent=1) + "\n", encoding="utf-8")
-    return {**fit.to_dict(), "calibration_id": cid, "out": str(out) if out else None}

@@ -1,6 +1,6 @@
 """``gpumatch calibrate``: fit a card's Calibration from the bench (and serve) runs in the results store.
 
-Parse, call :func:`gpumatch.calibrate.stored.run_calibrate`, render with :mod:`gpumatch.report.calibration`."""
+Parse, call :func:`gpumatch.calibrate.saved.run_calibrate`, render with :mod:`gpumatch.report.calibration`."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def calibrate_cmd(
     store: Path | None = _STORE,
     fmt: Format = FormatOption,
 ) -> None:
-    from gpumatch.calibrate.stored import run_calibrate
+    from gpumatch.calibrate.saved import run_calibrate
     from gpumatch.report.calibration import calibrate_text
 
     fit = run_calibrate(store, tuple(run), gpu, keep=not no_save, out=out, force=force)

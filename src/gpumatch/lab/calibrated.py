@@ -2,7 +2,7 @@
 
 ``gpumatch estimate`` and ``gpumatch plan`` call these instead of :func:`gpumatch.estimate.query.run_estimate` and
 :func:`gpumatch.plan.query.run_plan`: they look up the newest calibration ``gpumatch calibrate`` stored for the
-card (:func:`gpumatch.calibrate.stored.newest`) and pass it as a value; the estimate's ``basis`` then reads
+card (:func:`gpumatch.calibrate.saved.newest`) and pass it as a value; the estimate's ``basis`` then reads
 ``calibrated from runs 1-2 on H200 GPU-071f8961...`` and its time uncertainty is the calibration's held-out error.
 
 Rules:
@@ -36,7 +36,7 @@ def _card(name: str) -> str:
 def stored_for(card: str, store: Path | None) -> tuple[Calibration | None, tuple[str, ...]]:
     """The newest stored calibration of catalog card ``card`` (None: none, or no store yet) and a note when the
     store could not be read (the defaults then apply: an estimate never fails on the store)."""
-    from gpumatch.calibrate.stored import newest
+    from gpumatch.calibrate.saved import newest
     from gpumatch.errors import StoreError
 
     try:
@@ -95,7 +95,7 @@ def plan_calibrated(query: PlanQuery, progress: object = None, store: Path | Non
 
 def _unapplied(store: Path | None, allowed: list[str]) -> tuple[str, ...]:
     """A note naming the stored calibrations a multi-card plan leaves out."""
-    from gpumatch.calibrate.stored import NAME_PREFIX
+    from gpumatch.calibrate.saved import NAME_PREFIX
     from gpumatch.store.locate import locate_store
 
     path, _ = locate_store(store)

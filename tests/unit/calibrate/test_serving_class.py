@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from gpumatch.calibrate.saved import newest, save
 from gpumatch.calibrate.serving import load_levels, predict
-from gpumatch.calibrate.stored import StoredFit, calibrate_runs, newest, save
+from gpumatch.calibrate.stored import StoredFit, calibrate_runs
 from gpumatch.cli.app import main
 from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration, estimate

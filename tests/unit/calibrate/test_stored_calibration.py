@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumatch.calibrate.stored import calibrate_runs, newest
+from gpumatch.calibrate.saved import newest
+from gpumatch.calibrate.stored import calibrate_runs
 from gpumatch.cli.app import main
 
 EXPORTS = Path(__file__).resolve().parents[2] / "data" / "measurements" / "bench"
