@@ -6,7 +6,7 @@
 # Usage (device): OUT=dir bash benchmarks/gpu/serve_h200.sh   (expects gpumatch importable: PYTHONPATH=src)
 # GPU: the catalog card the predictions are for (default: detected by bench serve from nvidia-smi). TAG (default
 # DATE-CARD-serve, the card from nvidia-smi) names the files; SERVE_ARGS is added to `gpumatch serve` (e.g.
-# --no-compile for the uncompiled server of the first 2026-12-05 run).
+# --no-compile for the uncompiled server of the first 2026-12-05 run). RATES= (empty) skips the rate sweep.
 set -u
 G="python3 -m gpumatch"
 CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|b200|a100|l40s' \
@@ -28,7 +28,7 @@ C="$C --prompt-tokens 512 --output-tokens 128 --store $S"
 timeout 200 $G bench serve $C -c 1,4 -n 32 --out "$OUT/$D-c1-4.json" | tail -25
 timeout 150 $G bench serve $C -c 16,64 -n 256 --out "$OUT/$D-c16-64.json" | tail -25
 timeout 150 $G bench serve $C -c 256 -n 768 --out "$OUT/$D-c256.json" | tail -25
-timeout 200 $G bench serve $C --rate 4,16,32 -n 96 --out "$OUT/$D-rates.json" | tail -25
+[ -n "${RATES-4,16,32}" ] && timeout 200 $G bench serve $C --rate ${RATES-4,16,32} -n 96 --out "$OUT/$D-rates.json" | tail -25
 curl -s http://127.0.0.1:8000/metrics | grep -v "^#" | head -30
 kill -INT $SERVER; wait $SERVER; echo "server rc=$?"
 tail -5 "$OUT/$D-server.log"
