@@ -6,7 +6,7 @@
 # Usage (device): OUT=dir bash benchmarks/gpu/serve_h200.sh   (expects gpumatch importable: PYTHONPATH=src)
 # GPU: the catalog card the predictions are for (default: detected by bench serve from nvidia-smi). TAG (default
 # DATE-CARD-serve, the card from nvidia-smi) names the files; SERVE_ARGS is added to `gpumatch serve` (e.g.
-# --no-compile for the uncompiled server of the first 2026-12-05 run). RATES= (empty) skips the rate sweep.
+# --compile for the compiled layers). RATES= (empty) skips the rate sweep.
 set -u
 G="python3 -m gpumatch"
 CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|b200|a100|l40s' \

@@ -42,8 +42,8 @@ def serve_cmd(
     device: str = typer.Option("auto", "--device", help="auto, cuda, cuda:N or cpu."),
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--enforce-eager",
                                      help="Capture decode CUDA graphs (GPU) or run every pass eagerly."),
-    compile_: bool | None = typer.Option(None, "--compile/--no-compile",
-                                         help="torch.compile the layers (default: on a GPU; slower start)."),
+    compile_: bool = typer.Option(False, "--compile/--no-compile",
+                                  help="torch.compile the layers (opt-in, not yet measured on a GPU)."),
     idle_s: float = typer.Option(3.0, "--idle-seconds", help="Idle power measured before serving (GPU; 0: skip)."),
 ) -> None:
     from gpumatch.lab.serve import Listening, ServeOptions, check_options, serve

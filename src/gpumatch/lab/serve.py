@@ -44,8 +44,8 @@ class ServeOptions:
     dtype: str = "auto"
     device: str = "auto"
     cuda_graphs: bool = True
-    compile: bool | None = None
-    """torch.compile the layers; None: on a CUDA device only."""
+    compile: bool = False
+    """torch.compile the layers (opt-in; :class:`gpumatch.bench.server.engine.EngineConfig`)."""
     idle_s: float = DEFAULT_IDLE_S
     seed: int = 0
 

@@ -106,7 +106,7 @@ def build_engine(cfg: EngineConfig, load_weights: Callable[[Llama], None] | None
     if load_weights is not None:
         load_weights(model)
     slots, warnings = fitting_slots(model, cfg, dev)
-    compile_ = cfg.compile if cfg.compile is not None else dev.type == "cuda"
+    compile_ = cfg.compile
     runner = Runner(model, slots, cfg.max_model_len, use_graphs=cfg.cuda_graphs, compile=compile_)
     if runner.compile_error:
         warnings.append(f"torch.compile failed, the layers run uncompiled: {runner.compile_error}")

@@ -39,8 +39,9 @@ class EngineConfig:
     dtype: str = "auto"
     device: str = "auto"
     cuda_graphs: bool = True
-    compile: bool | None = None
-    """torch.compile the per-layer stretches (:mod:`gpumatch.bench.server.runner`); None: on a CUDA device."""
+    compile: bool = False
+    """torch.compile the per-layer stretches (:mod:`gpumatch.bench.server.runner`). Off by default: tested on a
+    CPU only so far; on a GPU it has not yet run past its startup check (docs/serve.md)."""
     seed: int = 0
     eos_token_id: int | None = None
 

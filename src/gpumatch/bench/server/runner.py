@@ -18,7 +18,7 @@ decode rows (the ``mixed`` pass of vLLM V1 / TensorRT-LLM in-flight batching). A
 Decode-only passes on CUDA replay a CUDA graph captured per (batch bucket, context bucket), batch buckets 1, 2,
 4, ... up to the slot count (the span is rounded up to a bucket); other passes, and every pass on a CPU, run eagerly.
 
-``compile`` (default on CUDA): the two per-layer stretches between cache and attention -- norm, QKV projection and
+``compile`` (opt-in): the two per-layer stretches between cache and attention -- norm, QKV projection and
 RoPE before; output projection, residual, norm, MLP and residual after -- go through ``torch.compile`` (inductor,
 dynamic shapes: one compilation serves every pass size and every layer), so their elementwise work is fused
 instead of a dozen small kernels per layer. Cache writes and attention stay outside the compiled code (an in-place
