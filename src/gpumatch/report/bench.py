@@ -4,12 +4,10 @@ columns. Computes nothing new: the numbers come from :mod:`gpumatch.lab`."""
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Any, TextIO
+from typing import Any
 
+from gpumatch.report.progress import BarOrLines
 from gpumatch.report.render import Column, key_values, to_csv, to_table
 
 LIST_COLUMNS = [Column("run_id", "run"), Column("kind", wrap=False, drop=5),
@@ -136,60 +134,20 @@ def compare_text(cmp: dict[str, Any]) -> str:
     return text
 
 
-class BenchProgress:
+class BenchProgress(BarOrLines):
     """``progress(phase, done, total, case_id, eta_s)`` for :func:`gpumatch.lab.run.run_bench`: a rich bar
     (phase, case, ETA) on stderr when it is a terminal, one plain line per case otherwise."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self._bar: Any = None
-        self._task: Any = None
-        self._t0 = time.monotonic()
-        try:
-            self._tty = bool(self.stream.isatty())
-        except (AttributeError, ValueError, OSError):
-            self._tty = False
-
     def __call__(self, phase: str, done: int, total: int, case_id: str, eta_s: float) -> None:
-        if self._tty:
-            self._rich(phase, done, total, case_id, eta_s)
-            return
-        if phase == "case":
-            self._line(f"[{done + 1}/{total}] {case_id} (about {eta_s:.0f} s left)")
+        if self.tty:
+            from rich.progress import TextColumn
+
+            self.bar(f"{phase} {case_id}", done, total, TextColumn("{task.fields[eta]}"),
+                     eta=f"ETA {eta_s:.0f} s" if phase == "case" else "")
+        elif phase == "case":
+            self.line(f"[{done + 1}/{total}] {case_id} (about {eta_s:.0f} s left)")
         elif phase == "probe":
-            self._line("describing this machine (environment manifest)")
-
-    def _line(self, text: str) -> None:
-        try:
-            self.stream.write(f"gpumatch: {text}\n")
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass
-
-    def _rich(self, phase: str, done: int, total: int, case_id: str, eta_s: float) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        if self._bar is None:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[eta]}"), console=Console(file=self.stream), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task("probe", total=max(total, 1), eta="")
-        label = f"{phase} {case_id}"[:30]
-        self._bar.update(self._task, description=label, completed=done, total=max(total, 1),
-                         eta=f"ETA {eta_s:.0f} s" if phase == "case" else "")
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-    def __enter__(self) -> BenchProgress:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+            self.line("describing this machine (environment manifest)")
 
 
 def _reason(error_class: str, message: str, width: int = 72) -> str:

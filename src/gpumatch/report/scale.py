@@ -5,12 +5,11 @@ formulas; CSV of the same rows; a progress line. Computes nothing new: the numbe
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from gpumatch.report.human import bytes_per_s, seconds
+from gpumatch.report.progress import BarOrLines
 from gpumatch.report.render import Column, to_csv, to_table, wrap_block
 
 LADDER_CSV = ("n_gpus", "tokens_per_s", "step_s", "per_added_gpu_tokens_per_s", "scaling_efficiency",
@@ -97,53 +96,16 @@ def scale_csv(doc: dict[str, Any]) -> str:
     return to_csv(doc.get("ladder") or [], list(LADDER_CSV))
 
 
-class ScaleProgress:
+class ScaleProgress(BarOrLines):
     """``progress(phase, done, total, label)`` of :func:`gpumatch.lab.scale.run_scale`: a rich bar on a terminal
     (stderr), one plain line per rung otherwise."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self._bar: Any = None
-        self._task: Any = None
-        self._t0 = time.monotonic()
-        try:
-            self._tty = bool(self.stream.isatty())
-        except (AttributeError, ValueError, OSError):
-            self._tty = False
-
     def __call__(self, phase: str, done: int, total: int, label: str) -> None:
-        if self._tty:
-            self._rich(phase, done, total, label)
+        if self.tty:
+            from rich.progress import TimeElapsedColumn
+
+            self.bar(f"{phase} {label}", done, total, TimeElapsedColumn())
         elif phase == "rung":
-            self._line(f"[{done + 1}/{total}] {label}")
+            self.line(f"[{done + 1}/{total}] {label}")
         elif phase == "probe":
-            self._line("describing this machine (environment manifest)")
-
-    def _line(self, text: str) -> None:
-        try:
-            self.stream.write(f"gpumatch: {text}\n")
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass
-
-    def _rich(self, phase: str, done: int, total: int, label: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        if self._bar is None:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=Console(file=self.stream), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task(phase, total=max(total, 1))
-        self._bar.update(self._task, description=f"{phase} {label}"[:30], completed=done, total=max(total, 1))
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-    def __enter__(self) -> ScaleProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            self.line("describing this machine (environment manifest)")
