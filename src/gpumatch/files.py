@@ -51,6 +51,18 @@ _KINDS = (
 )
 
 
+def tail_text(path: str | os.PathLike[str], max_bytes: int) -> str:
+    """The last ``max_bytes`` bytes of a log file as text (UTF-8, bad bytes replaced); "" when it cannot be
+    read. Reads only the tail, whatever the file's size."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read(max_bytes).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def limit_text(max_bytes: int) -> str:
     """``2_000_000`` -> ``"2 MB"`` (decimal units, as the limits are written)."""
     for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):

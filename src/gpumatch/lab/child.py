@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpumatch.files import tail_text
+
 LOG_TAIL_CHARS = 4000
 DEFAULT_TARGET = "gpumatch.bench.cases:run_case"
 _OOM_WORDS = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
@@ -70,14 +72,6 @@ def _child(case_path: str, result_path: str, target: str) -> int:
     return 0
 
 
-def _tail(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-LOG_TAIL_CHARS:].decode("utf-8", "replace")
-
-
 def _env() -> dict[str, str]:
     """The parent's environment, with the folder gpumatch was imported from first on PYTHONPATH."""
     env = dict(os.environ)
@@ -102,13 +96,14 @@ def run_in_child(case: dict[str, Any], timeout_s: float, target: str = DEFAULT_T
         except subprocess.TimeoutExpired:
             _kill(proc)
             return ChildOutcome(None, time.monotonic() - t0, "timeout",
-                                f"no result within the case's {timeout_s:.0f} s limit", _tail(log_path))
+                                f"no result within the case's {timeout_s:.0f} s limit",
+                                tail_text(log_path, LOG_TAIL_CHARS))
         except BaseException:
             _kill(proc)
             raise
         finally:
             _kill_group(proc.pid)
-        return _read(result_path, code, time.monotonic() - t0, _tail(log_path))
+        return _read(result_path, code, time.monotonic() - t0, tail_text(log_path, LOG_TAIL_CHARS))
 
 
 def _read(result_path: Path, code: int, wall_s: float, tail: str) -> ChildOutcome:

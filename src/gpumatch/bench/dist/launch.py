@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.bench.dist.spec import DistSpec
+from gpumatch.files import tail_text
 from gpumatch.errors import DistLaunchError, InputError
 
 WORKER_MODULE = "gpumatch.bench.dist.worker"
@@ -149,7 +150,7 @@ def launch(spec: DistSpec, nprocs: int, *, out_dir: Path, device: str = "auto", 
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             stop_tree(proc)
-            tail = _tail(log_path)
+            tail = tail_text(log_path, LOG_TAIL_CHARS)
             raise DistLaunchError(f"distributed {spec.workload} on {nprocs} rank(s) ran past {timeout_s:g} s and "
                                   f"was killed; log tail:\n{tail}", "raise the timeout or shrink the spec",
                                   None, tail) from None
@@ -157,7 +158,7 @@ def launch(spec: DistSpec, nprocs: int, *, out_dir: Path, device: str = "auto", 
             stop_tree(proc)
             raise
     wall = time.monotonic() - t0
-    tail = _tail(log_path)
+    tail = tail_text(log_path, LOG_TAIL_CHARS)
     if rc != 0:
         raise DistLaunchError(f"distributed {spec.workload} on {nprocs} rank(s) failed (torchrun exit {rc}); "
                               f"log tail:\n{tail}", f"full log: {log_path}", rc, tail)
@@ -178,14 +179,6 @@ def _read_ranks(out_dir: Path) -> list[dict[str, Any]]:
         except (OSError, ValueError) as exc:
             raise DistLaunchError(f"rank file {path} unreadable: {exc}", "see launch.log beside it") from exc
     return sorted(ranks, key=lambda r: int(r.get("rank", 0)))
-
-
-def _tail(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-LOG_TAIL_CHARS:].decode("utf-8", "replace")
 
 
 def descendants(pid: int) -> list[int]:
