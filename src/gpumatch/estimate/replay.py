@@ -55,6 +55,13 @@ CONTEXT_POINTS = 12
 """Context points of the decode-step table (linear interpolation between them)."""
 PREFILL_POINTS = 64
 """Prompt-length points of the marginal prefill table (geometric; linear interpolation between them)."""
+MAX_PASSES = 40_000
+"""Scheduling steps (a pass with prompt chunks, or a stretch of decode-only passes) one replay may take, at
+about 50 µs each (a few array operations whatever the batch): a few seconds at most. Beyond it the caller keeps
+the long-run steady state and says so. Published sweeps stay below it (8B on an H100, C = 1024, N = 10 C,
+1k/1k: 29,000 steps)."""
+MAX_TABLE_BATCHES = 16_384
+"""Rows of the decode-step table at most (16k × 12 points: about 1.5 MB; a larger running batch is scaled)."""
 SEED = 20261204
 """Seed of the request lengths (fixed: every replay of the same settings draws the same requests)."""
 
@@ -83,23 +90,6 @@ class Scheduler:
     """True: admit only when prompt + output fit (no preemption); False: on-demand blocks, preempt on overflow."""
     host_pass_s: float
     host_seq_s: float
-
-
-@dataclass
-class _Req:
-    """One request in flight (mutable state of the replay)."""
-
-    idx: int
-    prompt: int
-    out: int
-    arrive: float
-    todo: int
-    """Prompt tokens still to compute (the prompt, or prompt + generated after a preemption)."""
-    kv: int = 0
-    """Tokens in its KV cache."""
-    made: int = 0
-    """Output tokens produced."""
-    first: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -180,6 +170,15 @@ def costs(m: ModelNums, c: Case, cal: Calibration, max_batch: int, max_context: 
     return _Costs(np.array(table, dtype=float), contexts, x, np.maximum.accumulate(marginal), fixed, micro_batches)
 
 
+def table_batches(clients: int, s: Scheduler, prompt: float, bench: Benchmark) -> int:
+    """Rows of the decode-step table: the most requests that can decode at once -- the clients, the sequence
+    cap, and the KV pool over the shortest prompt's tokens (a decoding request holds at least its prompt and
+    one token) -- at most :data:`MAX_TABLE_BATCHES` (beyond it a step is proportional to the batch)."""
+    shortest = max(math.ceil(bench.length_low * max(round(prompt), 1)), 1) + 1
+    by_kv = s.kv_tokens // shortest if math.isfinite(s.kv_tokens) else math.inf
+    return int(max(1, min(clients, s.max_seqs, by_kv, MAX_TABLE_BATCHES)))
+
+
 def request_lengths(prompt: float, gen: float, bench: Benchmark) -> tuple[np.ndarray, np.ndarray]:
     """(prompt, output) lengths of the ``num_prompts`` requests (module docstring: uniform in ``[r L, L]``)."""
     rng = np.random.default_rng(SEED)
@@ -196,8 +195,16 @@ class Stalled(Exception):
     """The KV pool cannot hold the longest request's prompt and output: the replay could not finish it."""
 
 
+class TooLarge(Exception):
+    """The replay would hold more than :data:`MAX_NUM_PROMPTS` requests or take more than :data:`MAX_PASSES`
+    scheduling steps."""
+
+
 def run(k: _Costs, s: Scheduler, clients: int, bench: Benchmark, prompt: float, gen: float) -> Replay:
-    """Replay ``bench`` through ``clients`` closed-loop clients (module docstring)."""
+    """Replay ``bench`` through ``clients`` closed-loop clients (module docstring); :class:`TooLarge` beyond
+    :data:`MAX_NUM_PROMPTS` requests or :data:`MAX_PASSES` passes."""
+    if bench.num_prompts > MAX_NUM_PROMPTS:
+        raise TooLarge(f"{bench.num_prompts:,} requests, more than the {MAX_NUM_PROMPTS:,} a replay holds")
     prompts, outs = request_lengths(prompt, gen, bench)
     longest = int(np.max(prompts + outs))
     if longest > s.kv_tokens:
@@ -209,17 +216,27 @@ def run(k: _Costs, s: Scheduler, clients: int, bench: Benchmark, prompt: float, 
 
 
 class _Loop:
-    """The replay's state: time, the waiting queue, the running requests and what was recorded."""
+    """The replay's state: time, the waiting queue, the running requests and what was recorded.
+
+    Requests are indices into per-request arrays (prompt and output length, arrival, prompt tokens still to
+    compute, tokens in the KV cache, output tokens made, first-token time); the running requests are an index
+    array in admission order, so a pass costs a few array operations whatever the batch."""
 
     def __init__(self, k: _Costs, s: Scheduler, clients: int, prompts: np.ndarray, outs: np.ndarray) -> None:
         self.k, self.s = k, s
         self.n = len(prompts)
         self.clients = min(clients, self.n)
-        self.prompts, self.outs = prompts, outs
+        self.prompts, self.outs = prompts.astype(np.int64), outs.astype(np.int64)
+        self.arrive = np.zeros(self.n)
+        self.todo = np.zeros(self.n, dtype=np.int64)
+        """Prompt tokens still to compute (the prompt, or prompt + generated after a preemption)."""
+        self.kv = np.zeros(self.n, dtype=np.int64)
+        self.made = np.zeros(self.n, dtype=np.int64)
+        self.first = np.full(self.n, np.nan)
         self.t = 0.0
         self.sent = 0
-        self.waiting: deque[_Req] = deque()
-        self.running: list[_Req] = []
+        self.waiting: deque[int] = deque()
+        self.run = np.zeros(0, dtype=np.int64)
         self.kv_used = 0
         self.reserved = 0
         self.ttft = np.full(self.n, np.nan)
@@ -231,89 +248,99 @@ class _Loop:
         self.running_time = 0.0  # Σ pass time × running requests
         self.prefill_tokens = 0
         self.done = 0
+        self.steps = 0
+        """Scheduling steps taken (:meth:`_pass` calls): the replay's cost, bounded by :data:`MAX_PASSES`."""
         for _ in range(self.clients):
             self._send()
 
     def _send(self) -> None:
         i = self.sent
-        self.waiting.append(_Req(i, int(self.prompts[i]), int(self.outs[i]), self.t, int(self.prompts[i])))
+        self.arrive[i] = self.t
+        self.todo[i] = self.prompts[i]
+        self.waiting.append(i)
         self.sent += 1
 
     def step(self) -> None:
         """One pass with prompt chunks, or a stretch of decode-only passes up to the next event."""
+        none = np.zeros(0, dtype=np.int64)
         if self.s.schedule == "alternate" and self._prefill_ready():
             chunks = self._chunks(0)
             if chunks:
-                self._pass([], chunks, 1)
+                self._pass(none, chunks, 1)
                 return
         decoders = self._decoders_with_room()
-        chunks = self._chunks(len(decoders)) if self.s.schedule == "mixed" else []
+        chunks = self._chunks(decoders.size) if self.s.schedule == "mixed" else []
         if chunks:
             self._pass(decoders, chunks, 1)
             return
-        if not decoders:
+        if not decoders.size:
             raise Stalled("no request can run")  # unreachable when the longest request fits the pool
-        steps = min(r.out - r.made for r in decoders)
+        steps = int(np.min(self.outs[decoders] - self.made[decoders]))
         if not self.s.reserve:
-            steps = min(steps, int(self.s.kv_tokens - self.kv_used) // len(decoders))
+            steps = min(steps, int(self.s.kv_tokens - self.kv_used) // decoders.size)
         self._pass(decoders, [], max(steps, 1))
 
     def _prefill_ready(self) -> bool:
         """SGLang runs a prefill pass when a prompt is mid-prefill or a waiting one can be admitted."""
-        return any(r.todo > 0 for r in self.running) or (bool(self.waiting) and self._admits(self.waiting[0]))
+        return bool(np.any(self.todo[self.run] > 0)) or (bool(self.waiting) and self._admits(self.waiting[0]))
 
-    def _admits(self, r: _Req) -> bool:
-        if len(self.running) >= self.s.max_seqs:
+    def _admits(self, i: int) -> bool:
+        if self.run.size >= self.s.max_seqs:
             return False
         if self.s.reserve:
-            return self.reserved + r.prompt + r.out <= self.s.kv_tokens
+            return bool(self.reserved + self.prompts[i] + self.outs[i] <= self.s.kv_tokens)
         return self.kv_used < self.s.kv_tokens
 
-    def _decoders_with_room(self) -> list[_Req]:
+    def _decoders_with_room(self) -> np.ndarray:
         """The running requests past their prompt; with on-demand KV, the newest running requests are preempted
         (recomputed later) until each decode has its token's slot."""
-        while True:
-            decoders = [r for r in self.running if r.todo == 0]
-            if self.s.reserve or self.kv_used + len(decoders) <= self.s.kv_tokens or len(self.running) <= 1:
-                return decoders
-            self._preempt(self.running[-1])
+        if not self.s.reserve:
+            decoding = int(np.count_nonzero(self.todo[self.run] == 0))
+            while self.kv_used + decoding > self.s.kv_tokens and self.run.size > 1:
+                i = int(self.run[-1])  # the newest running request
+                self.run = self.run[:-1]
+                decoding -= int(self.todo[i] == 0)
+                self._preempt(i)
+        return self.run[self.todo[self.run] == 0]
 
-    def _preempt(self, r: _Req) -> None:
-        self.running.remove(r)
-        self.kv_used -= r.kv
-        self.reserved -= r.prompt + r.out
-        r.kv = 0
-        r.todo = r.prompt + r.made  # recomputed: its prompt and what it generated
-        self.waiting.appendleft(r)
+    def _preempt(self, i: int) -> None:
+        """Return request ``i`` (already out of the running requests) to the head of the queue, its KV freed."""
+        self.kv_used -= int(self.kv[i])
+        self.reserved -= int(self.prompts[i] + self.outs[i])
+        self.kv[i] = 0
+        self.todo[i] = self.prompts[i] + self.made[i]  # recomputed: its prompt and what it generated
+        self.waiting.appendleft(i)
         self.preemptions += 1
 
-    def _chunks(self, decode_tokens: int) -> list[tuple[_Req, int]]:
+    def _chunks(self, decode_tokens: int) -> list[tuple[int, int]]:
         """Prompt chunks of this pass: running requests in prefill first, then waiting ones (FCFS), within the
         token budget left by ``decode_tokens`` and the free KV slots."""
         left = self.s.token_budget - decode_tokens
         free = self.s.kv_tokens - self.kv_used - decode_tokens
-        out: list[tuple[_Req, int]] = []
-        for r in self.running:
+        out: list[tuple[int, int]] = []
+        for i in self.run[self.todo[self.run] > 0].tolist():
             if left <= 0 or free <= 0:
                 return out
-            if r.todo > 0:
-                t = int(min(r.todo, left, free))
-                out.append((r, t))
-                left, free = left - t, free - t
+            t = int(min(self.todo[i], left, free))
+            out.append((i, t))
+            left, free = left - t, free - t
         while self.waiting and left > 0 and free > 0 and self._admits(self.waiting[0]):
-            r = self.waiting.popleft()
-            self.running.append(r)
-            self.reserved += r.prompt + r.out
-            t = int(min(r.todo, left, free))
-            out.append((r, t))
+            i = self.waiting.popleft()
+            self.run = np.append(self.run, i)
+            self.reserved += int(self.prompts[i] + self.outs[i])
+            t = int(min(self.todo[i], left, free))
+            out.append((i, t))
             left, free = left - t, free - t
         return out
 
-    def _pass(self, decoders: list[_Req], chunks: list[tuple[_Req, int]], steps: int) -> None:
+    def _pass(self, decoders: np.ndarray, chunks: list[tuple[int, int]], steps: int) -> None:
         """Run ``steps`` identical passes (``steps`` > 1 only without prompt chunks) and record what ends."""
-        b = len(decoders)
-        ctx = (sum(r.kv for r in decoders) / b + (steps - 1) / 2.0) if b else 0.0
-        marg = sum(self.k.chunk(r.prompt + r.made - r.todo, t) for r, t in chunks)
+        b = int(decoders.size)
+        self.steps += 1
+        if self.steps > MAX_PASSES:
+            raise TooLarge(f"over {MAX_PASSES:,} scheduling steps after {self.done:,} of {self.n:,} requests")
+        ctx = (float(np.mean(self.kv[decoders])) + (steps - 1) / 2.0) if b else 0.0
+        marg = sum(self.k.chunk(float(self.prompts[i] + self.made[i] - self.todo[i]), t) for i, t in chunks)
         seqs = b + len(chunks)
         if chunks:
             marg /= self.k.micro_batches(float(seqs))
@@ -322,30 +349,35 @@ class _Loop:
         self.t += tau * steps
         self.passes += steps
         self.decode_time += tau * steps * b
-        self.running_time += tau * steps * len(self.running)
-        for r in decoders:
-            r.made += steps
-            r.kv += steps
+        self.running_time += tau * steps * int(self.run.size)
+        self.made[decoders] += steps
+        self.kv[decoders] += steps
         self.kv_used += b * steps
-        for r, t in chunks:
+        for i, t in chunks:
             self.prefill_tokens += t
-            r.todo -= t
-            r.kv += t
+            self.todo[i] -= t
+            self.kv[i] += t
             self.kv_used += t
-            if r.todo == 0:  # the pass that ends the prompt samples a token
-                r.made += 1
-                if math.isnan(r.first):
-                    r.first = self.t
-                    self.ttft[r.idx] = self.t - r.arrive
+            if self.todo[i] == 0:  # the pass that ends the prompt samples a token
+                self.made[i] += 1
+                if math.isnan(self.first[i]):
+                    self.first[i] = self.t
+                    self.ttft[i] = self.t - self.arrive[i]
         self._finish()
 
     def _finish(self) -> None:
-        for r in [r for r in self.running if r.todo == 0 and r.made >= r.out]:
-            self.running.remove(r)
-            self.kv_used -= r.kv
-            self.reserved -= r.prompt + r.out
-            self.e2e[r.idx] = self.t - r.arrive
-            self.tpot[r.idx] = (self.t - r.first) / (r.out - 1) if r.out > 1 else 0.0
+        run = self.run
+        ended_mask = (self.todo[run] == 0) & (self.made[run] >= self.outs[run])
+        if not np.any(ended_mask):
+            return
+        ended = run[ended_mask]
+        self.run = run[~ended_mask]  # the others keep their order (preemption takes the newest)
+        self.kv_used -= int(np.sum(self.kv[ended]))
+        self.reserved -= int(np.sum(self.prompts[ended] + self.outs[ended]))
+        self.e2e[ended] = self.t - self.arrive[ended]
+        o1 = self.outs[ended] - 1
+        self.tpot[ended] = np.where(o1 > 0, (self.t - self.first[ended]) / np.maximum(o1, 1), 0.0)
+        for _ in range(ended.size):
             self.done += 1
             if self.sent < self.n:
                 self._send()

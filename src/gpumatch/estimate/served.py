@@ -46,6 +46,8 @@ def engine_state(
     note = "" if sv.stable or request_rate is None else (
         f"--request-rate {request_rate:g}/s is at or above what {sv.engine} serves "
         f"({sv.saturated_requests_per_s * dp:.3g} requests/s): the queue grows without bound (TTFT has no mean)")
+    if sv.replay_note:
+        note = f"{note}; {sv.replay_note}" if note else sv.replay_note
     return sv, replace(case, batch=running, in_flight=running * dp), note
 
 

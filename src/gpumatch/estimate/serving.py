@@ -177,6 +177,8 @@ class Serving:
     latency and rate fields hold; None: the fields are the long-run steady state."""
     steady_ttft_s: float | None = None
     steady_tpot_s: float | None = None
+    replay_note: str = ""
+    """Why a requested benchmark replay was not run (its bound, or a pool too small), else empty."""
     pass_costs: tuple[float, float, str] = (0.0, 0.0, "")
     """(fixed seconds per pass, seconds per pass per running sequence, where from) of the profile applied."""
 
@@ -204,6 +206,7 @@ class Serving:
             "model": "steady-state" if self.benchmark is None else "benchmark-replay",
             "steady_state_ttft_s": self.steady_ttft_s, "steady_state_tpot_s": self.steady_tpot_s,
             "replay": None if self.benchmark is None else self.benchmark.summary(),
+            "replay_skipped": self.replay_note or None,
         }  # fmt: skip
 
 
@@ -388,9 +391,12 @@ def steady_state(
         stable = True
     else:
         lam = request_rate
-        tau, det, it = _open(k, lam, budget)
         rho = lam / sat_lam
         stable = rho < 1.0
+        if stable:
+            tau, det, it = _open(k, lam, budget)
+        else:  # overloaded: the engine runs saturated (every admissible request running), the queue grows
+            _, tau, det, it = _closed(k, float(cap_n), budget, float(cap_n))
         wait = rho / (2.0 * sat_lam * (1.0 - rho)) if stable else math.inf
         ttft = det["own"] + wait
         running = min(lam * (ttft + o1 * tau), float(cap_n))
@@ -426,12 +432,11 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
         max_seqs=float(tier.max_seqs) if tier.max_seqs else math.inf,
         kv_tokens=math.floor(sv.kv_pool_bytes / per_token) if per_token > 0 else math.inf,
         reserve=profile.kv_admission == "reserve", host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s)
-    running = int(min(clients, sched.max_seqs, max(sv.kv_slots, 1.0)))
-    k = replay.costs(m, c, cal, max(running, clients), prompt + float(c.gen) + 1.0)
+    k = replay.costs(m, c, cal, replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0)
     try:
         r = replay.run(k, sched, clients, bench, prompt, float(c.gen))
-    except replay.Stalled:
-        return sv
+    except (replay.Stalled, replay.TooLarge) as e:
+        return replace(sv, replay_note=f"benchmark replay skipped ({e}); the long-run steady state is shown")
     return replace(sv, ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.e2e_s, requests_per_s=r.requests_per_s,
                    mean_decode_batch=r.mean_decode_batch, running=r.mean_running, pass_s=r.mean_pass_s,
                    prefill_tokens_per_pass=r.prefill_tokens_per_pass, benchmark=r, steady_ttft_s=sv.ttft_s,

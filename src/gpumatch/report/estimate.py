@@ -31,7 +31,10 @@ def _plain(v: Any) -> Any:
     return f"{v:.4g}" if isinstance(v, float) else v
 
 
-def _num(v: float) -> str:
+def _num(v: float | None) -> str:
+    """A count or rate for the table; None (no finite value: an unstable open-loop queue) as "unbounded"."""
+    if v is None:
+        return "unbounded"
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}"
 
 
@@ -135,7 +138,8 @@ def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
     engine = sv.get("engine")
     if engine is not None and engine != "static":
         view["engine"] = _engine_line(sv)
-        view["ttft_s"] = f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} ({_ttft_basis(sv, secs)})"
+        view["ttft_s"] = (f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} ({_ttft_basis(sv, secs)})"
+                          if d.get("ttft_s") is not None else "unbounded: the queue grows (see the warning)")
         view["requests_per_s"] = f"{_num(d['requests_per_s'])} requests/s"
     elif d.get("ttft_s") is not None:
         if engine == "static":

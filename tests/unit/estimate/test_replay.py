@@ -129,3 +129,33 @@ def test_cli_replay_flags_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert rp["ttft_p99_s"] >= rp["ttft_p50_s"] > 0
     assert main([*args[:-4], "--length-low", "1.5"]) == 2
     assert "--length-low must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_the_replay_is_bounded_in_requests_and_steps() -> None:
+    from gpumatch.estimate.replay import MAX_NUM_PROMPTS, MAX_PASSES, TooLarge
+
+    with pytest.raises(TooLarge, match="requests"):
+        run(flat_costs(), sched(), 4, Benchmark(MAX_NUM_PROMPTS + 1), 100, 10)
+    # one client, a pass per request's prefill and one decode stretch each: 2 steps a request
+    with pytest.raises(TooLarge, match="scheduling steps"):
+        run(flat_costs(), sched(), 1, Benchmark(MAX_PASSES), 100, 10)
+
+
+def test_huge_concurrency_falls_back_to_the_steady_state_and_says_so() -> None:
+    # documented bound: batches up to 1e7 (README); 10 x C prompts are more than a replay holds
+    e = estimate("llama-3.1-8b", "H100 SXM", task="serve", batch=100_000, prompt=1024, gen=256)
+    sv = e.serving
+    assert sv is not None and sv["model"] == "steady-state" and "replay skipped" in sv["replay_skipped"]
+    assert any("replay skipped" in w for w in e.warnings)
+    assert math.isfinite(e.metrics["ttft_s"]) and math.isfinite(e.metrics["tpot_s"])
+
+
+def test_an_overloaded_open_loop_runs_saturated_and_renders() -> None:
+    # the queue grows (no TTFT) but the engine runs at its saturated pass: TPOT and rates stay finite
+    e = estimate("llama-3.1-8b", "H100 SXM", task="serve", request_rate=3000.0)
+    assert e.serving is not None and e.serving["stable"] is False and not math.isfinite(e.metrics["ttft_s"])
+    assert 0 < e.metrics["tpot_s"] < 1 and e.metrics["decode_tokens_per_s"] > 0
+    res = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve",
+                                   "--request-rate", "3000"])
+    assert res.exit_code == 0, res.output
+    assert "unbounded" in res.output and "Traceback" not in res.output
