@@ -22,7 +22,7 @@ from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import Case, model_nums
 from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
 from gpumatch.estimate.intervals import Residuals, estimate_intervals, where_of
-from gpumatch.estimate.options import Request, build_case, shape_numbers
+from gpumatch.estimate.options import Request, build_case, kv_precision, shape_numbers
 from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
@@ -219,7 +219,8 @@ def estimate(
                 "in_flight": None if req.task in TRAIN_TASKS else int(min(req.in_flight or math.inf,
                                                                          req.batch * req.dp))},
         precision={"weights": req.precision if req.task != "qlora" else "nf4", "weight_bytes": case.weight_bytes,
-                   "kv_bytes": case.kv_bytes, "activation_bytes": case.act_bytes,
+                   "kv_bytes": case.kv_bytes, "kv": kv_precision(req)[0], "kv_basis": kv_precision(req)[1],
+                   "activation_bytes": case.act_bytes,
                    "optimizer": req.optimizer if req.task in TRAIN_TASKS else None,
                    "master_weights": req.master_weights if req.task in TRAIN_TASKS else None},
         basis=cal.basis,

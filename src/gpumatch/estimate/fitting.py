@@ -26,7 +26,7 @@ from gpumatch.errors import InputError
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import model_nums
 from gpumatch.estimate.engine import evaluate, memory_items
-from gpumatch.estimate.options import Request, build_case
+from gpumatch.estimate.options import Request, build_case, kv_precision
 from gpumatch.estimate.power import Site
 from gpumatch.estimate.precision import bytes_per_element
 from gpumatch.models.arch import ModelArch
@@ -78,7 +78,7 @@ def _training_changes(req: Request) -> Iterator[tuple[int, str, dict[str, object
 
 
 def _inference_changes(req: Request) -> Iterator[tuple[int, str, dict[str, object]]]:
-    kv = req.kv_precision or ("fp32" if req.precision in ("fp32", "tf32") else "bf16")
+    kv = kv_precision(req)[0]
     if bytes_per_element(kv) > 1.0:
         yield 2, "--kv-precision fp8", {"kv_precision": "fp8"}
     for p in ("int8", "fp8", "int4"):

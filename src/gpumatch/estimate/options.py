@@ -261,6 +261,37 @@ def weight_precision(req: Request) -> str:
     return "nf4" if req.task == "qlora" and req.precision in ("bf16", "fp16", "int4") else req.precision
 
 
+_TRTLLM_FP8_KV = ("fp8", "nvfp4", "fp4")
+"""Weight formats whose ModelOpt checkpoints (the ones TensorRT-LLM serves) carry an FP8 KV cache."""
+
+
+def kv_precision(req: Request) -> tuple[str, str]:
+    """(KV-cache precision, why) of ``req``: the one asked for, else the default of the engine that serves it.
+
+    - ``--kv-precision`` given: that one;
+    - TensorRT-LLM with FP8 or NVFP4 weights: ``fp8``. ``KvCacheConfig.dtype = "auto"`` follows the checkpoint's
+      ``kv_cache_quant_algo`` (TensorRT-LLM PR #16240, "document dtype='auto' resolution"), and NVIDIA's ModelOpt
+      FP8/NVFP4 checkpoints are exported with an FP8 KV cache (Model Optimizer ``hf_ptq.py --kv_cache_qformat``,
+      default ``fp8``);
+    - vLLM and SGLang: the activation dtype (``--kv-cache-dtype auto`` = the model's dtype; their FP8 recipes pass
+      ``--kv-cache-dtype fp8`` explicitly: give ``--kv-precision fp8`` for those);
+    - everything else (plain PyTorch, gpumatch serve): the activation dtype.
+    """
+    act = activation_precision(weight_precision(req))
+    if req.kv_precision is not None:
+        return req.kv_precision, "--kv-precision"
+    if req.task != "serve":
+        return act, f"{act}: the activations' dtype (plain PyTorch keeps K/V as computed)"
+    engine = req.serving_engine
+    if engine == "trtllm" and req.precision in _TRTLLM_FP8_KV:
+        return "fp8", (f"fp8: TensorRT-LLM's KV dtype 'auto' follows the {req.precision} ModelOpt checkpoint's "
+                       "kv_cache_quant_algo (FP8)")
+    if engine in ("vllm", "sglang"):
+        hint = "; an fp8 recipe's --kv-cache-dtype fp8 is --kv-precision fp8" if req.precision != act else ""
+        return act, f"{act}: {engine} --kv-cache-dtype auto = the model's dtype{hint}"
+    return act, f"{act}: {engine} keeps K/V in the activations' dtype"
+
+
 def precision_numbers(req: Request) -> dict[str, float]:
     """Bytes per element of weights, activations, KV, gradients and optimizer state for ``req``.
 
@@ -283,7 +314,7 @@ def precision_numbers(req: Request) -> dict[str, float]:
         "weight_bytes": weight_b,
         "autocast": 1.0 if amp else 0.0,
         "act_bytes": bytes_per_element(act_prec),
-        "kv_bytes": bytes_per_element(req.kv_precision or act_prec),
+        "kv_bytes": bytes_per_element(kv_precision(req)[0]),
         "grad_bytes": grads,
         "opt_bytes": opt,
         "adapter_opt_bytes": adapter_opt,

@@ -63,6 +63,9 @@ def field_values(d: dict[str, Any], human: bool = True) -> dict[str, Any]:
         "task": d["task"],
         "layout": " ".join(f"{k}={v}" for k, v in d["layout"].items() if v is not None),
     }
+    prec = d.get("precision") or {}
+    if prec.get("kv") and d["task"] not in TRAINING:
+        view["precision"] = f"weights {prec['weights']}, KV cache {prec['kv_basis']}"
     for k in MEMORY_ITEMS:
         view[f"memory.{k}"] = gib(mem[f"{k}_bytes"])
     if human:

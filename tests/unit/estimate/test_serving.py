@@ -167,3 +167,24 @@ def test_an_open_loop_rate_above_saturation_is_unstable_and_says_so() -> None:
     assert s is not None and not s["stable"]
     assert e.metrics["requests_per_s"] == pytest.approx(s["saturated_requests_per_s"])  # served, not offered
     assert e.to_dict()["ttft_s"] is None and any("grows without bound" in w for w in e.warnings)
+
+
+@pytest.mark.parametrize(("engine", "precision", "kv", "why"), [
+    ("trtllm", "fp8", "fp8", "kv_cache_quant_algo"),
+    ("trtllm", "nvfp4", "fp8", "kv_cache_quant_algo"),
+    ("trtllm", "bf16", "bf16", "activations"),
+    ("vllm", "fp8", "bf16", "--kv-cache-dtype auto"),
+    ("sglang", "fp8", "bf16", "--kv-cache-dtype auto"),
+])
+def test_every_serve_estimate_states_its_kv_precision_and_why(engine: str, precision: str, kv: str,
+                                                               why: str) -> None:
+    # TensorRT-LLM's KvCacheConfig.dtype 'auto' follows a ModelOpt checkpoint's FP8 KV; vLLM/SGLang 'auto' is
+    # the model's dtype (docs: estimators.md, "KV-cache precision")
+
+    gpu = "B200" if precision == "nvfp4" else "H200 SXM"
+    e = estimate("llama-3.1-8b", gpu, task="serve", engine=engine, precision=precision, batch=8, num_prompts=0)
+    assert e.precision["kv"] == kv and why in e.precision["kv_basis"]
+    assert e.precision["kv_bytes"] == (1.0 if kv == "fp8" else 2.0)
+    asked = estimate("llama-3.1-8b", gpu, task="serve", engine=engine, precision=precision, batch=8,
+                     num_prompts=0, kv_precision="fp8")
+    assert asked.precision["kv"] == "fp8" and asked.precision["kv_basis"] == "--kv-precision"
