@@ -301,7 +301,8 @@ class _Loop:
                 self.run = self.run[:-1]
                 decoding -= int(self.todo[i] == 0)
                 self._preempt(i)
-        return self.run[self.todo[self.run] == 0]
+        decoders: np.ndarray = self.run[self.todo[self.run] == 0]
+        return decoders
 
     def _preempt(self, i: int) -> None:
         """Return request ``i`` (already out of the running requests) to the head of the queue, its KV freed."""
