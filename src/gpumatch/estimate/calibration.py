@@ -126,6 +126,13 @@ class Calibration:
     gemm_half_flops: float = 5e9
     attention_efficiency_max: float = 0.385
     attention_half_flops: float = 5e9
+    engine_attention_efficiency_max: float = 0.65
+    """Prefill attention in a serving engine (FlashAttention-3 on Hopper, FlashAttention-2 on Ampere, the
+    engines' own FMHA): causal forward, head dim 128, at long sequences. FlashAttention-3 (Shah et al. 2024,
+    arXiv:2407.08608, figure 5) reaches about 640 of the H100's 989 TFLOP/s in BF16 (0.65); FlashAttention-2
+    reaches 50-73 % of A100 peak (Dao 2023, section 4.1). ``attention_efficiency_max`` (0.385) is what PyTorch's
+    SDPA (FlashAttention-2 kernels) gave on the H200 and stays the figure for plain PyTorch. From the papers, not
+    fitted; the size curve (``attention_half_flops``) is shared."""
     attention_backward_efficiency_ratio: float = 0.86
     """Efficiency of the attention core's backward kernels (and of nothing else) relative to
     ``attention_efficiency_max``, which then describes the forward kernels: FlashAttention's backward
@@ -274,7 +281,8 @@ class Calibration:
 #: for bytes) reach them.
 FIELD_BOUNDS: dict[str, tuple[float, float, bool, str]] = {
     **{k: (0.0, 1.0, True, "an efficiency is a fraction of the datasheet peak") for k in (
-        "gemm_efficiency_max", "attention_efficiency_max", "memory_efficiency_max", "nvlink_efficiency",
+        "gemm_efficiency_max", "attention_efficiency_max", "engine_attention_efficiency_max",
+        "memory_efficiency_max", "nvlink_efficiency",
         "pcie_efficiency", "network_efficiency")},
     "attention_backward_efficiency_ratio": (0.0, 2.0, True, "a ratio of two efficiencies (backward over "
                                             "forward attention); its product with attention_efficiency_max "

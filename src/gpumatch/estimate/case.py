@@ -161,6 +161,12 @@ class Case:
     graphs: Num = 1.0
     fused: Num = 0.0
     low_precision_gemm: Num = 0.0
+    engine_attention: Num = 0.0
+    """1 when prefill attention runs a serving engine's own kernels (vLLM, SGLang, TensorRT-LLM), 0 for
+    PyTorch's SDPA (plain PyTorch, gpumatch serve)."""
+    attention_peak_flops_per_s: Num = float("nan")
+    """Dense peak of the attention core's path (NaN: ``peak_flops_per_s``): the activations' 16-bit path, or
+    FP8 for a serving engine with an FP8 KV cache (:func:`gpumatch.estimate.options.attention_precision`)."""
     offload: Num = 0.0
     prefill_chunk: Num = 8192.0
     in_flight: Num = float("inf")

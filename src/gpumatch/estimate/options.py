@@ -261,6 +261,9 @@ def weight_precision(req: Request) -> str:
     return "nf4" if req.task == "qlora" and req.precision in ("bf16", "fp16", "int4") else req.precision
 
 
+ENGINE_ATTENTION = ("vllm", "sglang", "trtllm")
+"""Engines whose prefill attention runs their own FlashAttention-3/FlashInfer/FMHA kernels
+(``Calibration.engine_attention_efficiency_max``); gpumatch serve and plain PyTorch use SDPA."""
 _TRTLLM_FP8_KV = ("fp8", "nvfp4", "fp4")
 """Weight formats whose ModelOpt checkpoints (the ones TensorRT-LLM serves) carry an FP8 KV cache."""
 
@@ -290,6 +293,18 @@ def kv_precision(req: Request) -> tuple[str, str]:
         hint = "; an fp8 recipe's --kv-cache-dtype fp8 is --kv-precision fp8" if req.precision != act else ""
         return act, f"{act}: {engine} --kv-cache-dtype auto = the model's dtype{hint}"
     return act, f"{act}: {engine} keeps K/V in the activations' dtype"
+
+
+def attention_precision(req: Request) -> str:
+    """The precision the attention core (QK^T, softmax, PV) computes in: the activations' dtype whatever the
+    weights are (FP8 and FP4 weight formats quantize the linear layers only: FlashAttention, FlashInfer and
+    TensorRT-LLM's FMHA take 16-bit Q/K/V), except a serving engine with an FP8 KV cache, whose attention runs
+    in FP8 (vLLM docs, "Quantized KV Cache": with FlashAttention 3 and an FP8 KV cache "attention operations are
+    also performed in the quantized (FP8) domain"; TensorRT-LLM's FP8 context FMHA)."""
+    kv = kv_precision(req)[0]
+    if req.task == "serve" and kv == "fp8":
+        return "fp8"
+    return activation_precision(weight_precision(req))
 
 
 def precision_numbers(req: Request) -> dict[str, float]:
@@ -337,6 +352,7 @@ def shape_numbers(req: Request) -> dict[str, float]:
         "kv_block": float(req.kv_block or (16 if req.task == "serve" else 1)),
         "split_kv": 1.0 if req.task == "serve" else 0.0,
         "fused": 1.0 if req.task == "serve" else 0.0,
+        "engine_attention": 1.0 if req.task == "serve" and req.serving_engine in ENGINE_ATTENTION else 0.0,
         "offload": 1.0 if req.offload_optimizer else 0.0,
         "prefill_chunk": float(req.prefill_chunk),
         "in_flight": float(req.in_flight) if req.in_flight is not None else float("inf"),
@@ -368,9 +384,12 @@ def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple
     if path.peak_flops_per_s is None:
         raise InputError(path.warning)
     warnings = list(req.warnings) + ([path.warning] if path.warning else [])
+    attn = (compute_path(gpu, attention_precision(req)).peak_flops_per_s  # no FP8 path: 16-bit attention
+            or compute_path(gpu, activation_precision(weight_precision(req))).peak_flops_per_s)
     case = Case(
         peak_flops_per_s=path.peak_flops_per_s,
         low_precision_gemm=1.0 if path.compute_key in LOW_PRECISION_COMPUTE_KEYS else 0.0,
+        attention_peak_flops_per_s=attn if attn else path.peak_flops_per_s,
         **gpu_numbers(gpu, req.price_basis),
         **shape_numbers(req),
         **precision_numbers(req),

@@ -26,22 +26,30 @@ BOUNDS = ("compute", "memory", "interconnect", "host")
 
 
 def op(flops_: Num, bytes_: Num, calls: Num, c: Case, cal: Calibration, attention: bool = False,
-       backward: bool = False) -> tuple[Num, Num]:
+       backward: bool = False, prefill: bool = False) -> tuple[Num, Num]:
     """(time as compute-bound, time as memory-bound) of ``calls`` equal kernels; the larger one applies.
 
     ``flops / (peak · eta(flops/calls))`` with ``eta(x) = eta_max · x / (x + x_half)`` simplifies to
     ``(flops + calls · x_half) / (peak · eta_max)``: the half-efficiency size acts as a fixed cost per call.
     GEMMs on an 8-bit or 4-bit path get ``eta_max × low_precision_gemm_efficiency_ratio`` (measured fp8/bf16);
+    prefill attention (``prefill``) runs at ``c.attention_peak_flops_per_s`` (the activations' path, not the
+    weights'), with ``engine_attention_efficiency_max`` in vLLM, SGLang and TensorRT-LLM (``c.engine_attention``)
+    and ``attention_efficiency_max`` (PyTorch SDPA, measured) otherwise; decode attention keeps the weights' peak
+    and ``attention_efficiency_max``, whose fixed cost per call (``attention_half_flops``) the decode fit measured;
     attention backward kernels ``eta_max × attention_backward_efficiency_ratio``.
     """
+    peak = c.peak_flops_per_s
     if attention:
         c_max, c_half = cal.attention_efficiency_max, cal.attention_half_flops
+        if prefill:  # the engines' own prefill kernels (FlashAttention-3, FlashInfer, FMHA) vs PyTorch's SDPA
+            c_max = where(c.engine_attention > 0, cal.engine_attention_efficiency_max, c_max)
+            peak = where(c.attention_peak_flops_per_s > 0, c.attention_peak_flops_per_s, peak)
         if backward:
             c_max = c_max * cal.attention_backward_efficiency_ratio
     else:
         low = c.low_precision_gemm * (1.0 - cal.low_precision_gemm_efficiency_ratio)
         c_max, c_half = cal.gemm_efficiency_max * (1.0 - low), cal.gemm_half_flops
-    tc = (flops_ + calls * c_half * (flops_ > 0)) / (c.peak_flops_per_s * c_max)
+    tc = (flops_ + calls * c_half * (flops_ > 0)) / (peak * c_max)
     tm = (bytes_ + calls * cal.memory_half_bytes) / (c.bandwidth_bytes_per_s * cal.memory_efficiency_max)
     return tc, tm
 
@@ -213,7 +221,7 @@ def prefill(m: ModelNums, c: Case, cal: Calibration, batch: Num = None) -> dict[
     parts = _forward_layer(m, c, tokens, ctx, cal)
     # the KV "read" of a prefill is the K/V just produced: already in the GEMM outputs
     parts[1] = op(flops.attention_flops(m, tokens, ctx) / c.tp,
-                  tokens * c.act_bytes * m.qkv_width * 2.0 / c.tp, 1.0, c, cal, attention=True)
+                  tokens * c.act_bytes * m.qkv_width * 2.0 / c.tp, 1.0, c, cal, attention=True, prefill=True)
     head = op(flops.head_flops(m, batch) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
     lat, stage = _stages(m, c, parts, head, _tp_allreduces(m, c, tokens, 2.0, cal), _pp_hops(m, c, tokens, cal),
                          cal.prefill_overhead_s, cal, graphs=0.0)

@@ -27,7 +27,12 @@ from gpumatch.catalog import GpuSpec
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.case import Case
 from gpumatch.estimate.options import Request, gpu_numbers, precision_numbers, shape_numbers, weight_precision
-from gpumatch.estimate.precision import LOW_PRECISION_COMPUTE_KEYS, WEIGHT_PRECISIONS, compute_path
+from gpumatch.estimate.precision import (
+    LOW_PRECISION_COMPUTE_KEYS,
+    WEIGHT_PRECISIONS,
+    activation_precision,
+    compute_path,
+)
 from gpumatch.models.arch import ModelArch
 
 FloatArray = npt.NDArray[np.float64]
@@ -96,16 +101,19 @@ def candidate_case(
     recompute: Any = "none",
     optimizer: str = "adamw",
     master_weights: str = "fp32",
+    engine: str | None = None,
     **numbers: Any,
 ) -> Case:
     """A :class:`Case` over candidates. ``numbers``: tp, pp, dp, zero, batch, micro_batches, seq, prompt, gen,
-    lora_rank, gpus_per_node, kv_block (scalars or arrays). ``precision``/``kv_precision``/``recompute`` may be
+    lora_rank, gpus_per_node, kv_block (scalars or arrays); ``engine`` the serving engine of task ``serve``.
+    ``precision``/``kv_precision``/``recompute`` may be
     arrays of strings. Candidates whose precision the GPU cannot compute get a NaN peak (see case_supported).
     """
     gi = np.asarray(gpu_index, dtype=np.intp)
     n = int(np.broadcast_shapes(gi.shape, *(np.shape(v) for v in numbers.values()))[0]) if gi.ndim else 1
     gi = np.broadcast_to(gi, (n,))
-    base = Request(task=task, optimizer=optimizer, master_weights=master_weights)
+    base = Request(task=task, optimizer=optimizer, master_weights=master_weights,
+                   engine=engine if task == "serve" else None)
     shape = shape_numbers(base)
     shape = {k: v for k, v in shape.items() if k not in ("tp", "pp", "dp", "zero", "seq_parallel")}
     if not base.training and "seq" in numbers and "prompt" not in numbers:
@@ -128,6 +136,15 @@ def candidate_case(
     wp = np.broadcast_to(codes[idx], (n,))
     peak_matrix = np.stack([table.peaks[p] for p in WEIGHT_PRECISIONS])  # (precision, gpu)
     fields["peak_flops_per_s"] = peak_matrix[wp, gi]
+    # the attention core (options.attention_precision): the activations' path, FP8 for an engine's FP8 KV cache
+    act = np.array([WEIGHT_PRECISIONS.index(activation_precision(weight_precision(_with(base, precision=p))))
+                    for p in names])
+    attn = peak_matrix[np.broadcast_to(act[idx], (n,)), gi]
+    if kv is not None and task == "serve":
+        fp8_kv = np.broadcast_to(np.array([k == "fp8" for k in kv[0]])[kv[1]], (n,))
+        fp8 = table.peaks["fp8"][gi]
+        attn = np.where(fp8_kv & np.isfinite(fp8), fp8, attn)
+    fields["attention_peak_flops_per_s"] = attn
     fields["low_precision_gemm"] = table.low_precision[wp, gi]
     return Case(**fields)
 

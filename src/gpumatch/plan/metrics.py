@@ -70,7 +70,8 @@ def build_case(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: Pric
         numbers.update(dp=cs.dp.astype(f), micro_batches=1.0, prompt=float(req.prompt), gen=float(req.gen),
                        in_flight=float(req.batch))
     case = candidate_case(req.model, table, _task(req, qlora), gpu_index=cs.gpu, precision=prec, kv_precision=kv,
-                          recompute=rc, optimizer=req.optimizer, master_weights=req.master_weights, **numbers)
+                          recompute=rc, optimizer=req.optimizer, master_weights=req.master_weights,
+                          engine=req.serving_engine if req.task == "serve" else None, **numbers)
     return replace(case, usd_per_gpu_hour=prices.hourly[cs.gpu], purchase_usd=prices.purchase[cs.gpu])
 
 
