@@ -23,10 +23,12 @@ from gpumatch.errors import StoreError
 from gpumatch.store import readers
 from gpumatch.store.backend import Backend, Conn
 from gpumatch.store.buffer import SampleBuffer
+from gpumatch.store.bundle import write_bundle
 from gpumatch.store.codec import canonical_json, dumps_optional, manifest_sha256
 from gpumatch.store.connection import Mode, open_connection
 from gpumatch.store.db import Db
 from gpumatch.store.migrations import MIGRATIONS
+from gpumatch.store.newrun import NewRun
 from gpumatch.store.reading import StoreReading
 from gpumatch.store.records import END_STATUSES, RunRecord
 from gpumatch.store.samples import INSERT_SQL, SampleRow, sample_rows
@@ -271,6 +273,22 @@ class Store(StoreReading):
             return cid
 
         return self._db.write(f"adding calibration {name!r}", tx)
+
+    def add_whole_run(self, run: NewRun, status: str, summary: dict[str, Any] | None = None) -> int | None:
+        """Write ``run`` (:class:`~gpumatch.store.newrun.NewRun`) with all its rows, closed as ``status``, in one
+        transaction: it appears whole or not at all. Returns the new run_id, or None when a run with its
+        ``run_uuid`` is already in the store (nothing written: the UNIQUE ``run_uuid`` decides, so two
+        processes writing the same run at once store it once)."""
+        self._check_writable()
+        bundle = run.bundle(status, summary)
+        return self._db.write(f"writing run {run.run_uuid}", lambda c: write_bundle(c, bundle))
+
+    def run_id_of(self, run_uuid: str) -> int | None:
+        """This store's number for the run with global id ``run_uuid``; None when it has no such run."""
+        self._check_open()
+        row = self._db.read("finding a run", lambda c: c.execute(
+            "SELECT run_id FROM runs WHERE run_uuid = ?", (run_uuid,)).fetchone())
+        return None if row is None else int(row[0])
 
     def close_stale_runs(self) -> list[int]:
         """Close as ``interrupted`` every running run whose writer is provably gone; returns their ids."""
