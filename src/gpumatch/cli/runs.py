@@ -204,9 +204,12 @@ def merge_cmd(sources: list[str] = _SOURCES, into: str = _INTO, fmt: Format = Fo
              "Example: gpumatch runs import vllm-result.json")
 def import_cmd(file: Path = _FILE, source_format: str = _SOURCE_FORMAT, store: str | None = StoreOption,
                fmt: Format = FormatOption) -> None:
-    from gpumatch.report.runs import imported_line
+    from gpumatch.report.runs import imported_line, refused_line
     from gpumatch.store.imports import import_file
 
     out = import_file(file, source_format or None, store)
-    emit_object(out.to_dict(), fmt)
+    emit_object(out.to_dict(), fmt, {**out.to_dict(), "refused": len(out.refused)})
     _say(imported_line(out.to_dict()))
+    warning = refused_line(out.to_dict())
+    if warning is not None:
+        _say(warning)
