@@ -109,8 +109,8 @@ def merge_stores(sources: Sequence[str], into: str,
     if path is None or path.exists():
         return [copy_store(s, into, progress) for s in sources]
     path = path.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(path)
+    if path.parent.is_dir():
+        _remove_stale_temporaries(path)
     tmp = path.with_name(f".{path.name}.merging-{os.getpid()}")
     _remove(tmp)
     try:

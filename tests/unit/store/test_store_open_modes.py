@@ -285,3 +285,18 @@ def test_a_fifo_at_the_store_path_is_refused_without_blocking(tmp_path: Path, ca
     for mode in ("read", "write"):
         with pytest.raises(StoreError, match="not a regular file"):
             open_store(fifo, mode=mode)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("args", [
+    ["runs", "list", "--store", "{missing}"], ["runs", "show", "1", "--store", "{missing}"],
+    ["runs", "check", "--store", "{missing}"], ["bench", "list", "--store", "{missing}"],
+    ["bench", "show", "1", "--store", "{missing}"], ["runs", "merge", "{missing}", "--into", "{into}"],
+    ["runs", "push", "--store", "{missing}", "--to", "{into}"],
+])
+def test_a_read_of_a_missing_store_creates_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   args: list[str]) -> None:
+    folder = tmp_path / "nothing-here"
+    names = {"missing": str(folder / "x.sqlite"), "into": str(folder / "sub" / "pooled.sqlite")}
+    code, _, err = _cli(capsys, *[a.format(**names) for a in args])
+    assert code == 2 and err.count("\n") == 1 and "no results store at" in err, err
+    assert not folder.exists()
