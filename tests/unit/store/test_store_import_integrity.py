@@ -200,3 +200,14 @@ def test_push_killed_mid_way_keeps_whole_runs(tmp_path: Path, pg_url: str) -> No
         assert st.integrity_check() == "ok"
     assert main(["runs", "push", "--store", str(src), "--to", pg_url]) == 0
     assert _counts(pg_url) == source
+
+
+def test_pull_killed_mid_way_keeps_whole_runs(tmp_path: Path, pg_url: str) -> None:
+    src, mine = tmp_path / "a.sqlite", tmp_path / "mine.sqlite"
+    source = _three_run_store(src)
+    assert main(["runs", "push", "--store", str(src), "--to", pg_url]) == 0
+    _kill_mid_write(tmp_path, "gpumatch.store.merge", ["runs", "pull", "--from", pg_url, "--store", str(mine)],
+                    after=1)
+    assert _integrity(mine) == "ok" and _counts(str(mine)) == source[:1]
+    assert main(["runs", "pull", "--from", pg_url, "--store", str(mine)]) == 0
+    assert _counts(str(mine)) == source and _integrity(mine) == "ok"
