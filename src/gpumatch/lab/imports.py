@@ -123,8 +123,8 @@ def _serve_results(run: NewRun, lv: dict[str, Any]) -> None:
 
     from gpumatch.lab.loadgen.bench import stored_figures
 
-    cfg = {k: lv[k] for k in ("level", "mode", "phase", "label", "max_concurrency", "request_rate", "arrival",
-                              "burstiness") if k in lv}
+    keys = ("level", "mode", "phase", "label", "max_concurrency", "request_rate", "arrival", "burstiness")
+    cfg: dict[str, Any] = {k: lv[k] for k in keys if k in lv}
     predicted, ratio = lv.get("predicted") or {}, lv.get("ratio") or {}
     for key, metric, unit, scale in stored_figures():
         value = lv.get(key)

@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
 from typing import TypeVar
+from urllib.parse import quote
 
 from gpumatch.errors import StoreError
 from gpumatch.units import MIB

@@ -331,7 +331,8 @@ def open_store(
         return Store(db, schema, "postgresql", mode, db.where)
     p = Path(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text).expanduser()
     opened = open_connection(p, mode, busy_timeout_s, migrations)
-    return Store(Db(opened.conn, p, busy_timeout_s, opened.release_side_files), opened.schema, opened.journal_mode, mode, p)
+    sqlite_db = Db(opened.conn, p, busy_timeout_s, opened.release_side_files)
+    return Store(sqlite_db, opened.schema, opened.journal_mode, mode, p)
 
 
 def is_pg_url(text: str) -> bool:

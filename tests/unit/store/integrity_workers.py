@@ -41,7 +41,7 @@ def importer(path: str, store: str, start: Any, out: Any) -> None:
     """One of several processes importing the same file at once (``bench import``'s library call)."""
     try:
         start.wait(timeout=60)
-        kind, run_id = import_file(Path(path), store)
+        _, run_id = import_file(Path(path), store)
         out.put(("stored", run_id, None))
     except BaseException as e:  # "already in" is the expected answer of all but one
         out.put(("refused", None, f"{type(e).__name__}: {e}"))

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from integrity_workers import importer  # importable by spawned children; no pytest import
 
 from gpumatch.cli.app import main
 from gpumatch.store import open_store
-from integrity_workers import importer  # importable by spawned children; no pytest import
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
