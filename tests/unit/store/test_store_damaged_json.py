@@ -83,6 +83,28 @@ def test_runs_check_finds_it_and_readers_do_not_crash(tmp_path: Path, capsys: py
     conn.close()
 
 
+def test_a_run_row_with_damaged_json_is_listed_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    bad, _ = _plant(str(store))
+    conn = sqlite3.connect(store)
+    with conn:
+        conn.execute("INSERT INTO runs (kind, name, manifest_sha256, config_json, status, started_at, started_unix_s, "
+                     "ended_at, summary_json, writer_json, run_uuid) SELECT kind, 'raw', manifest_sha256, '{cut', "
+                     "'completed', started_at, started_unix_s, ended_at, '[]', writer_json, 'u-raw' FROM runs "
+                     "WHERE run_id = ?", (bad,))
+    conn.close()
+    capsys.readouterr()
+    assert main(["runs", "list", "--store", str(store), "--format", "json"]) == 0
+    out = capsys.readouterr()
+    assert len(json.loads(out.out)) == 3
+    assert f"run {bad + 1}: config_json is damaged" in out.err and f"run {bad + 1}: summary_json" in out.err
+    assert main(["runs", "show", str(bad + 1), "--store", str(store), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["config"] == {}
+    assert main(["runs", "check", "--store", str(store), "--format", "json"]) == 2
+    rows = json.loads(capsys.readouterr().out)["damaged_rows"]
+    assert f"runs row {bad + 1} config_json" in rows and f"runs row {bad + 1} summary_json" in rows
+
+
 def test_a_sound_store_checks_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "s.sqlite"
     with open_store(store) as st:
