@@ -28,6 +28,7 @@ IMPORT_NAMESPACE = uuid.UUID("0c6b9a53-2f0e-5d7c-8a41-6770756d696d")
 """Namespace of the UUIDv5 ids of runs imported by ``gpumatch bench import`` (RFC 9562 section 5.5)."""
 
 MAX_LOG_EXCERPT_CHARS = 64_000
+"""Longer log excerpts keep their last this-many characters (the end of a log holds the error)."""
 
 
 def import_uuid(kind: str, manifest: Mapping[str, Any], started_at: str) -> str:

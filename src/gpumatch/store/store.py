@@ -28,14 +28,12 @@ from gpumatch.store.codec import canonical_json, dumps_optional, manifest_sha256
 from gpumatch.store.connection import Mode, open_connection
 from gpumatch.store.db import Db
 from gpumatch.store.migrations import MIGRATIONS
-from gpumatch.store.newrun import NewRun
+from gpumatch.store.newrun import MAX_LOG_EXCERPT_CHARS as MAX_LOG_EXCERPT_CHARS  # re-exported
+from gpumatch.store.newrun import NewRun, _excerpt, _text
 from gpumatch.store.reading import StoreReading
 from gpumatch.store.records import END_STATUSES, RunRecord
 from gpumatch.store.samples import INSERT_SQL, SampleRow, sample_rows
 from gpumatch.store.writer import current_writer
-
-MAX_LOG_EXCERPT_CHARS = 64_000
-"""Longer log excerpts keep their last this-many characters (the end of a log holds the error)."""
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
@@ -48,23 +46,10 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _text(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise StoreError(f"{what} must be a non-empty string, got {value!r}", hint=f"pass a {what}")
-    return value
-
-
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise StoreError(f"{what} must be a dict, got {type(value).__name__}", hint=f"pass {what} as a dict")
     return value
-
-
-def _excerpt(log: str) -> str:
-    if len(log) <= MAX_LOG_EXCERPT_CHARS:
-        return log
-    cut = len(log) - MAX_LOG_EXCERPT_CHARS
-    return f"[... first {cut} characters cut ...]\n" + log[cut:]
 
 
 class Store(StoreReading):
