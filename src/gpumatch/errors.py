@@ -76,3 +76,8 @@ class DistLaunchError(GpumatchError):
         super().__init__(message, hint)
         self.returncode = returncode
         self.log_tail = log_tail
+
+
+class DataWarning(UserWarning):
+    """Stored data that a reader could not take whole (a row with damaged JSON read without that field) and
+    went on. Issued with :func:`warnings.warn`; the CLI prints each as one line ``gpumatch: warning: ...``."""

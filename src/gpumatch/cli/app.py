@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -53,7 +54,7 @@ import typer  # noqa: E402  (imported after the startup guard on purpose, as is 
 
 from gpumatch import __version__  # noqa: E402
 from gpumatch.cli.console import degrade_unencodable  # noqa: E402
-from gpumatch.errors import GpumatchError, Terminated  # noqa: E402
+from gpumatch.errors import DataWarning, GpumatchError, Terminated  # noqa: E402
 
 EPILOG = (
     "Exit codes: 0 ok, 1 internal error, 2 bad input, 3 the command failed (monitor: its command's code), "
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     args, _DEBUG["on"] = _take_debug(args)
     try:
-        with _signals():
+        with _signals(), _data_warnings():
             code = _run(args)
             _flush_stdout()
             return code
@@ -184,6 +185,25 @@ def _signals() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def _data_warnings() -> Iterator[None]:
+    """While a command runs, each :class:`DataWarning` (a reader skipped a damaged stored value and went on) is
+    one line on stderr, ``gpumatch: warning: ...``, every time it is issued; other warnings are left as they are."""
+    default = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if issubclass(category, DataWarning):
+            _say(f"warning: {_one_line(str(message))}", 0)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", DataWarning)
+        warnings.showwarning = show
+        yield
 
 
 def _raise_terminated(signum: int, frame: object) -> None:

@@ -188,9 +188,9 @@ def pull_cmd(source: str = _FROM, store: str | None = StoreOption, fmt: Format =
              "duplicates). Example: gpumatch runs merge a.sqlite b.sqlite --into pooled.sqlite")
 def merge_cmd(sources: list[str] = _SOURCES, into: str = _INTO, fmt: Format = FormatOption) -> None:
     from gpumatch.report.runs import copied_line
-    from gpumatch.store.merge import copy_store
+    from gpumatch.store.merge import merge_stores
 
-    reports = [copy_store(s, into).to_dict() for s in sources]
+    reports = [r.to_dict() for r in merge_stores(sources, into)]
     emit_rows([{**r, "copied": len(r["copied"]), "still_running": len(r["still_running"]),
                 "damaged": len(r["damaged"])} for r in reports], fmt,
               ["source", "copied", "already_there", "still_running", "damaged"])
@@ -204,9 +204,12 @@ def merge_cmd(sources: list[str] = _SOURCES, into: str = _INTO, fmt: Format = Fo
              "Example: gpumatch runs import vllm-result.json")
 def import_cmd(file: Path = _FILE, source_format: str = _SOURCE_FORMAT, store: str | None = StoreOption,
                fmt: Format = FormatOption) -> None:
-    from gpumatch.report.runs import imported_line
+    from gpumatch.report.runs import imported_line, refused_line
     from gpumatch.store.imports import import_file
 
     out = import_file(file, source_format or None, store)
-    emit_object(out.to_dict(), fmt)
+    emit_object(out.to_dict(), fmt, {**out.to_dict(), "refused": len(out.refused)})
     _say(imported_line(out.to_dict()))
+    warning = refused_line(out.to_dict())
+    if warning is not None:
+        _say(warning)

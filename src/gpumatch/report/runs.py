@@ -122,6 +122,16 @@ def copied_line(report: dict[str, Any]) -> str:
             f"{report['already_there']} already there{tail}")
 
 
+def refused_line(out: dict[str, Any]) -> str | None:
+    """The warning after ``runs import`` when values of the file were refused (not stored), else None."""
+    refused = out.get("refused") or []
+    if not refused or not out["created"]:
+        return None
+    names = ", ".join(f"{r['source_key'] or r['metric']} ({r['why']})" for r in refused[:6])
+    more = f" and {len(refused) - 6} more" if len(refused) > 6 else ""
+    return f"warning: {len(refused)} value(s) refused, not stored: {names}{more}"
+
+
 def imported_line(out: dict[str, Any]) -> str:
     """One line after ``runs import``."""
     if out["created"]:

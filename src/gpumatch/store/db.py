@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import quote
 
 from gpumatch.errors import StoreError
 from gpumatch.units import MIB
@@ -98,11 +99,14 @@ class Db:
 
     dialect = "sqlite"
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, busy_timeout_s: float,
+                 release_side_files: bool = False) -> None:
         self.conn = conn
         self.path = path
         self.busy_timeout_s = busy_timeout_s
         self.lock = threading.RLock()
+        self.release_side_files = release_side_files
+        """A reader that found no ``-wal``/``-shm`` beside the file removes the empty ones it made (:meth:`close`)."""
 
     @property
     def where(self) -> str:
@@ -121,6 +125,8 @@ class Db:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+            if self.release_side_files:
+                release_side_files(self.path)
 
     def write(self, action: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; commit, or roll back and raise StoreError."""
@@ -154,3 +160,27 @@ class Db:
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
+
+
+def release_side_files(path: Path) -> None:
+    """Remove the empty ``-wal`` and the ``-shm`` a read-only connection made beside a WAL store (SQLite cannot
+    remove them from a read-only connection: https://www.sqlite.org/wal.html#readonly).
+
+    Only when the ``-wal`` is empty (it holds no transaction): a connection that only reads the schema is
+    opened read-write (``query_only``) and closed; if it is the last connection to the file, SQLite checkpoints
+    nothing and deletes both files, as a writer does on close; if another process has the store open, it is
+    not the last and nothing is removed (that process removes them when it closes). Best effort: any error
+    (no write permission on the folder, a lock) leaves them, and they hold no data."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        if not wal.exists() or wal.stat().st_size != 0:
+            return
+        conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=rw", uri=True, timeout=0,
+                               isolation_level=None)
+        try:
+            conn.execute("PRAGMA query_only = 1")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError):
+        return

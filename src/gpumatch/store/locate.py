@@ -95,12 +95,21 @@ def check_store(path: Path | str | None = None) -> dict[str, Any]:
 
 def damage(report: dict[str, Any]) -> StoreError | None:
     """The error a :func:`check_store` report amounts to (one line, with the recover command), None if sound."""
-    bad = report["manifest_mismatches"]
-    if report["integrity"] == "ok" and not bad:
+    bad, rows = report["manifest_mismatches"], report.get("damaged_rows") or []
+    if report["integrity"] == "ok" and not bad and not rows:
         return None
-    what = report["integrity"] if report["integrity"] != "ok" else f"{len(bad)} manifest hash mismatch(es)"
+    if report["integrity"] != "ok":
+        what = report["integrity"]
+    elif bad:
+        what = f"{len(bad)} manifest hash mismatch(es)"
+    else:
+        n = int(report.get("damaged_row_count") or len(rows))
+        what = f"{n} row(s) with damaged JSON: {', '.join(rows[:3])}{' ...' if n > 3 else ''}"
     if is_pg_url(report["store"]):
         return StoreError(f"results store {report['store']} is damaged ({what[:200]})",
                           hint="a row was changed by another SQL client; restore the database from its backup")
     path = Path(report["store"])
+    if report["integrity"] == "ok" and not bad:  # only values: SQLite's structure is sound, recover copies as is
+        return StoreError(f"results store {path} is damaged ({what[:200]})", hint="readers read those rows without "
+                          "the damaged field and warn; the value itself cannot be restored from this file")
     return StoreError(f"results store {path} is damaged ({what[:200]})", hint=recover_hint(path))

@@ -12,16 +12,20 @@ named. Calibrations and failures recorded without a run stay in their store.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+import contextlib
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import StoreError
 from gpumatch.store.bundle import RunBundle, read_bundle, write_bundle
 from gpumatch.store.readers import UUID_MIGRATION
 from gpumatch.store.reading import StoreReading
-from gpumatch.store.store import Store, open_store
+from gpumatch.store.store import Store, is_pg_url, open_store
 
 _STALE = '{"reason":"writer process ended without end_run"}'
 
@@ -90,3 +94,72 @@ def copy_store(source: str | None, target: str | None,
         if str(src.path) == str(dst.path):
             raise StoreError(f"source and target are the same store ({src.path})", hint="name two different stores")
         return copy_runs(src, dst, progress)
+
+
+def merge_stores(sources: Sequence[str], into: str,
+                 progress: Callable[[int, int], None] | None = None) -> list[CopyReport]:
+    """``gpumatch runs merge``: copy each source's runs into ``into``; one :class:`CopyReport` per source.
+
+    Into a SQLite file that does not exist yet, the whole merge is built in a temporary file beside it
+    (``.NAME.merging-PID``) and published by an atomic link when every source is in: the file appears complete
+    or not at all (a merge killed half-way leaves no ``into``; its temporary is removed by the next merge).
+    Into an existing store or a PostgreSQL database, each run is copied in its own transaction (whole runs
+    only; rerunning copies the rest)."""
+    path = None if is_pg_url(into) else Path(into[len("sqlite:///"):] if into.startswith("sqlite:///") else into)
+    if path is None or path.exists():
+        return [copy_store(s, into, progress) for s in sources]
+    path = path.expanduser()
+    if path.parent.is_dir():
+        _remove_stale_temporaries(path)
+    tmp = path.with_name(f".{path.name}.merging-{os.getpid()}")
+    _remove(tmp)
+    try:
+        reports = [replace(copy_store(s, str(tmp), progress), target=str(path)) for s in sources]
+        _publish(tmp, path)
+    finally:
+        _remove(tmp)
+    return reports
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Make the closed store ``tmp`` appear as ``path`` in one step (a hard link: it never replaces a file
+    that appeared meanwhile), durably (the file and the folder are fsynced)."""
+    for side in ("-wal", "-journal"):
+        if Path(f"{tmp}{side}").exists():  # the store was closed: SQLite folded its WAL in and removed it
+            raise StoreError(f"merged store {tmp} still has a {side} file", hint="rerun the merge")
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError as e:
+        raise StoreError(f"{path} was created by another process during the merge; nothing was written to it",
+                         hint="rerun the merge: it then copies into the existing store, run by run") from e
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _remove(tmp: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{tmp}{suffix}")
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporaries of merges into ``path`` whose process is gone (a merge that was killed)."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.merging-(\d+)$")
+    for p in path.parent.iterdir():
+        m = pattern.match(p.name)
+        if m is None:
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            _remove(p)
+        except PermissionError:  # another user's live process
+            continue

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from datetime import datetime
 from typing import Any
 
+from gpumatch.errors import DataWarning
 from gpumatch.store.backend import Conn
-from gpumatch.store.codec import loads
 from gpumatch.store.records import CalibrationRecord, EventRecord, FailureRecord, ResultRecord, RunRecord
 from gpumatch.store.writer import writer_alive
 
@@ -57,10 +58,39 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
+def field(text: str | None, where: str, obj: bool = False, empty: Any = None) -> Any:
+    """A stored JSON column (SQL NULL reads as None). Text that is not JSON, or (``obj``) JSON other than an
+    object, reads as ``empty`` with a :class:`~gpumatch.errors.DataWarning` naming ``where`` (the run and the
+    row), so one damaged row never stops a reader; ``gpumatch runs check`` lists them all."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        _damaged(where, f"not JSON: {getattr(e, 'msg', e)}")
+        return empty
+    if obj and not isinstance(value, dict):
+        if value is not None:
+            _damaged(where, f"a JSON {type(value).__name__}, not an object")
+        return empty
+    return value
+
+
+def _damaged(where: str, what: str) -> None:
+    warnings.warn(f"{where} is damaged ({what}); read without it ('gpumatch runs check' lists every damaged row)",
+                  DataWarning, stacklevel=3)
+
+
+def loads(text: str | None, where: str = "a stored value") -> Any:
+    """:func:`field` for a column that may hold any JSON value."""
+    return field(text, where)
+
+
 def run_record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, kind, name, status, started_at, started_s, ended_at, sha, manifest, config, summary, writer,
      n_res, n_samp, n_fail, run_uuid) = row
-    writer_d = json.loads(writer)
+    here = f"run {run_id}"
+    writer_d = field(writer, f"{here}: writer_json", True, {})
     return RunRecord(
         run_id=run_id,
         kind=kind,
@@ -73,8 +103,8 @@ def run_record(row: tuple[Any, ...]) -> RunRecord:
         duration_s=_duration_s(started_at, ended_at),
         manifest_sha256=sha,
         manifest=_json_or_none(manifest) or {},
-        config=json.loads(config),
-        summary=loads(summary),
+        config=field(config, f"{here}: config_json", True, {}),
+        summary=field(summary, f"{here}: summary_json", True),
         writer=writer_d,
         n_results=n_res,
         n_samples=n_samp,
@@ -93,7 +123,8 @@ def results(conn: Conn, run_id: int) -> list[ResultRecord]:
     return [
         ResultRecord(
             result_id=r[0], run_id=r[1], metric=r[2], value=r[3], unit=r[4],
-            config=loads(r[5]), extra=loads(r[6]), created_at=r[7],
+            config=field(r[5], f"run {r[1]}: results row {r[0]} config_json", True),
+            extra=field(r[6], f"run {r[1]}: results row {r[0]} extra_json", True), created_at=r[7],
         )
         for r in rows
     ]
@@ -112,8 +143,9 @@ def failures(conn: Conn, run_id: int | None) -> list[FailureRecord]:
     rows = conn.execute(sql + " ORDER BY f.failure_id", args).fetchall()
     return [
         FailureRecord(
-            failure_id=r[0], run_id=r[1], config=json.loads(r[2]), error_class=r[3], message=r[4],
-            log_excerpt=r[5], manifest_sha256=r[6], manifest=loads(r[7]), created_at=r[8],
+            failure_id=r[0], run_id=r[1], config=field(r[2], f"run {r[1]}: failures row {r[0]} config_json", True, {}),
+            error_class=r[3], message=r[4], log_excerpt=r[5], manifest_sha256=r[6],
+            manifest=field(r[7], f"failures row {r[0]}: its manifest"), created_at=r[8],
         )
         for r in rows
     ]
@@ -136,7 +168,8 @@ def calibrations(conn: Conn, name: str | None, latest_only: bool = False) -> lis
         )
         out.append(
             CalibrationRecord(
-                calibration_id=cid, name=cname, values=json.loads(values), provenance=json.loads(prov),
+                calibration_id=cid, name=cname, values=field(values, f"calibrations row {cid} values_json", True, {}),
+                provenance=field(prov, f"calibrations row {cid} provenance_json", True, {}),
                 run_ids=run_ids, created_at=created,
             )
         )
@@ -150,7 +183,52 @@ def events(conn: Conn, run_id: int) -> list[EventRecord]:
         (run_id,),
     ).fetchall()
     return [
-        EventRecord(event_id=r[0], run_id=r[1], t_s=r[2], gpu_index=r[3], kind=r[4], data=json.loads(r[5]),
-                    created_at=r[6])
+        EventRecord(event_id=r[0], run_id=r[1], t_s=r[2], gpu_index=r[3], kind=r[4],
+                    data=field(r[5], f"run {r[1]}: events row {r[0]} data_json", True, {}), created_at=r[6])
         for r in rows
     ]
+
+
+JSON_COLUMNS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("runs", "run_id", "run_id", ("config_json", "writer_json", "summary_json")),
+    ("results", "result_id", "run_id", ("config_json", "extra_json")),
+    ("failures", "failure_id", "run_id", ("config_json",)),
+    ("events", "event_id", "run_id", ("data_json",)),
+    ("samples", "sample_id", "run_id", ("extra_json",)),
+    ("calibrations", "calibration_id", "NULL", ("values_json", "provenance_json")),
+)
+"""(table, id column, run column, JSON columns) that :func:`damaged_json` checks; manifests are checked by
+their hash. Columns that must hold an object (runs' config and writer, failures' config, events' data,
+calibrations' values and provenance) are also refused when they hold another JSON value."""
+
+_OBJECT_COLUMNS = {("runs", "config_json"), ("runs", "writer_json"), ("failures", "config_json"),
+                   ("events", "data_json"), ("calibrations", "values_json"), ("calibrations", "provenance_json"),
+                   ("samples", "extra_json"), ("results", "config_json"), ("results", "extra_json"),
+                   ("runs", "summary_json")}
+
+
+def damaged_json(conn: Conn, limit: int = 1000) -> tuple[list[str], int]:
+    """Every stored JSON value a reader cannot take (``runs check``): up to ``limit`` descriptions ("run 3:
+    results row 17 extra_json") and how many there are in all. Reads each JSON column once (O(rows))."""
+    found: list[str] = []
+    total = 0
+    for table, key, run_col, cols in JSON_COLUMNS:
+        where = " OR ".join(f"{c} IS NOT NULL" for c in cols)
+        sql = f"SELECT {key}, {run_col}, {', '.join(cols)} FROM {table} WHERE {where} ORDER BY {key}"
+        for row in conn.execute(sql):
+            for col, text in zip(cols, row[2:], strict=True):
+                if text is None or _parses(text, (table, col) in _OBJECT_COLUMNS):
+                    continue
+                total += 1
+                if len(found) < limit:
+                    run = f"run {row[1]}: " if row[1] is not None and table != "runs" else ""
+                    found.append(f"{run}{table} row {row[0]} {col}")
+    return found, total
+
+
+def _parses(text: str, want_object: bool) -> bool:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) or value is None or not want_object

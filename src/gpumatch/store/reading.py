@@ -92,7 +92,8 @@ class StoreReading:
     def samples(self, run_id: int) -> list[dict[str, Any]]:
         """Samples in insertion order, as dicts with every SAMPLE_FIELDS key (None where unsupported)."""
         self._check_open()
-        return self._db.read("reading samples", lambda c: [row_to_sample(r) for r in c.execute(SELECT_SQL, (run_id,))])
+        return self._db.read("reading samples", lambda c: [row_to_sample(r, f"run {run_id}: sample #{i + 1}")
+                                                           for i, r in enumerate(c.execute(SELECT_SQL, (run_id,)))])
 
     def events(self, run_id: int) -> list[EventRecord]:
         self._check_open()
@@ -141,13 +142,16 @@ class StoreReading:
         return [MigrationRecord(n, a) for n, a in self._db.read("reading migrations", self._db.applied)]
 
     def verify(self) -> dict[str, Any]:
-        """The whole-file check (``PRAGMA integrity_check``, O(file size)) and every manifest's hash:
-        ``{"integrity": "ok" | problems, "manifests": n, "manifest_mismatches": [sha256, ...]}``."""
+        """The whole-file check (``PRAGMA integrity_check``, O(file size)), every manifest's hash and every stored
+        JSON value: ``{"integrity": "ok" | problems, "manifests": n, "manifest_mismatches": [sha256, ...],
+        "damaged_rows": ["run 3: results row 17 extra_json", ...] (at most 1000), "damaged_row_count": n}``."""
         self._check_open()
         rows = self._db.read("checking manifests", lambda c: c.execute(
             "SELECT manifest_sha256, manifest_json FROM manifests ORDER BY manifest_sha256").fetchall())
         bad = [str(sha) for sha, text in rows if not readers.manifest_matches(str(sha), str(text))]
-        return {"integrity": self.integrity_check(), "manifests": len(rows), "manifest_mismatches": bad}
+        damaged, n_damaged = self._db.read("checking stored JSON", readers.damaged_json)
+        return {"integrity": self.integrity_check(), "manifests": len(rows), "manifest_mismatches": bad,
+                "damaged_rows": damaged, "damaged_row_count": n_damaged}
 
     def integrity_check(self) -> str:
         """The database's whole-store check: SQLite's ``PRAGMA integrity_check`` verdict (``"ok"`` or the

@@ -10,13 +10,13 @@ in the row's ``extra_json`` and merged back by :func:`row_to_sample`.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpumatch.errors import StoreError
 from gpumatch.store.codec import canonical_json
+from gpumatch.store.readers import field
 from gpumatch.telemetry.types import INT_FIELDS, SAMPLE_FIELDS
 
 SampleRow = tuple[Any, ...]
@@ -79,10 +79,11 @@ INSERT_SQL = (
 SELECT_SQL = f"SELECT {', '.join(SAMPLE_FIELDS)}, extra_json FROM samples WHERE run_id = ? ORDER BY sample_id"
 
 
-def row_to_sample(row: Sequence[Any]) -> dict[str, Any]:
-    """A stored row (SELECT_SQL order) back to a sample dict, extras merged in."""
+def row_to_sample(row: Sequence[Any], where: str = "a sample") -> dict[str, Any]:
+    """A stored row (SELECT_SQL order) back to a sample dict, extras merged in (damaged extras: left out with a
+    :class:`~gpumatch.errors.DataWarning` naming ``where``)."""
     out = dict(zip(SAMPLE_FIELDS, row[: len(SAMPLE_FIELDS)], strict=True))
     extra = row[len(SAMPLE_FIELDS)]
     if extra:
-        out.update(json.loads(extra))
+        out.update(field(extra, f"{where} extra_json", True, {}) or {})
     return out

@@ -23,17 +23,17 @@ from gpumatch.errors import StoreError
 from gpumatch.store import readers
 from gpumatch.store.backend import Backend, Conn
 from gpumatch.store.buffer import SampleBuffer
+from gpumatch.store.bundle import write_bundle
 from gpumatch.store.codec import canonical_json, dumps_optional, manifest_sha256
 from gpumatch.store.connection import Mode, open_connection
 from gpumatch.store.db import Db
 from gpumatch.store.migrations import MIGRATIONS
+from gpumatch.store.newrun import MAX_LOG_EXCERPT_CHARS as MAX_LOG_EXCERPT_CHARS  # re-exported
+from gpumatch.store.newrun import NewRun, _excerpt, _text
 from gpumatch.store.reading import StoreReading
 from gpumatch.store.records import END_STATUSES, RunRecord
 from gpumatch.store.samples import INSERT_SQL, SampleRow, sample_rows
 from gpumatch.store.writer import current_writer
-
-MAX_LOG_EXCERPT_CHARS = 64_000
-"""Longer log excerpts keep their last this-many characters (the end of a log holds the error)."""
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
@@ -46,23 +46,10 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _text(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise StoreError(f"{what} must be a non-empty string, got {value!r}", hint=f"pass a {what}")
-    return value
-
-
 def _mapping(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise StoreError(f"{what} must be a dict, got {type(value).__name__}", hint=f"pass {what} as a dict")
     return value
-
-
-def _excerpt(log: str) -> str:
-    if len(log) <= MAX_LOG_EXCERPT_CHARS:
-        return log
-    cut = len(log) - MAX_LOG_EXCERPT_CHARS
-    return f"[... first {cut} characters cut ...]\n" + log[cut:]
 
 
 class Store(StoreReading):
@@ -272,6 +259,22 @@ class Store(StoreReading):
 
         return self._db.write(f"adding calibration {name!r}", tx)
 
+    def add_whole_run(self, run: NewRun, status: str, summary: dict[str, Any] | None = None) -> int | None:
+        """Write ``run`` (:class:`~gpumatch.store.newrun.NewRun`) with all its rows, closed as ``status``, in one
+        transaction: it appears whole or not at all. Returns the new run_id, or None when a run with its
+        ``run_uuid`` is already in the store (nothing written: the UNIQUE ``run_uuid`` decides, so two
+        processes writing the same run at once store it once)."""
+        self._check_writable()
+        bundle = run.bundle(status, summary)
+        return self._db.write(f"writing run {run.run_uuid}", lambda c: write_bundle(c, bundle))
+
+    def run_id_of(self, run_uuid: str) -> int | None:
+        """This store's number for the run with global id ``run_uuid``; None when it has no such run."""
+        self._check_open()
+        row = self._db.read("finding a run", lambda c: c.execute(
+            "SELECT run_id FROM runs WHERE run_uuid = ?", (run_uuid,)).fetchone())
+        return None if row is None else int(row[0])
+
     def close_stale_runs(self) -> list[int]:
         """Close as ``interrupted`` every running run whose writer is provably gone; returns their ids."""
         self._check_writable()
@@ -313,7 +316,8 @@ def open_store(
         return Store(db, schema, "postgresql", mode, db.where)
     p = Path(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text).expanduser()
     opened = open_connection(p, mode, busy_timeout_s, migrations)
-    return Store(Db(opened.conn, p, busy_timeout_s), opened.schema, opened.journal_mode, mode, p)
+    sqlite_db = Db(opened.conn, p, busy_timeout_s, opened.release_side_files)
+    return Store(sqlite_db, opened.schema, opened.journal_mode, mode, p)
 
 
 def is_pg_url(text: str) -> bool:

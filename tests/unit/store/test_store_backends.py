@@ -63,7 +63,8 @@ def test_round_trip_and_append_only_on_both(store_url: str) -> None:
             s.end_run(runs[0].run_id, "failed")
         with pytest.raises(StoreError, match="run is closed"):
             s.add_result(runs[0].run_id, "late", 1.0, "s")
-        assert s.verify() == {"integrity": "ok", "manifests": 2, "manifest_mismatches": []}
+        assert s.verify() == {"integrity": "ok", "manifests": 2, "manifest_mismatches": [],
+                              "damaged_rows": [], "damaged_row_count": 0}
     with open_store(store_url, mode="read") as r, pytest.raises(StoreError, match="read-only"):
         r.begin_run("bench", "x", {}, {})
 

@@ -94,12 +94,31 @@ def test_read_only_commands_change_no_byte_and_open_only_read_only_connections(
                  ["export", str(run), "-o", str(tmp_path / "t.csv")]):
         code, _, err = _cli(capsys, "runs", *args, "--store", str(store_path))
         assert code == 0, (args, err)
-    assert uris and all("mode=ro" in u for u in uris)
+    reads = [u for u in uris if "mode=rw" not in u]  # mode=rw: the query_only close that removes the side files
+    assert reads and all("mode=ro" in u for u in reads)
+    assert len(uris) - len(reads) <= len(reads)
     after = _digest(store_path.parent)
-    assert after[store_path.name] == before[store_path.name]  # the store file: not one byte
-    # a WAL reader may leave the empty -wal and the -shm index SQLite needs; they hold no data
-    assert set(after) - set(before) <= {store_path.name + "-wal", store_path.name + "-shm"}
-    assert (store_path.parent / (store_path.name + "-wal")).stat().st_size == 0
+    assert after == before  # the store file: not one byte; and no -wal/-shm left beside it
+
+
+def test_reads_leave_no_side_files_and_leave_a_live_writers_alone(store_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``runs list|show``, ``bench list``, a merge's source: nothing beside the store afterwards; while a
+    writer has the store open its -wal/-shm are its own and stay (it removes them when it closes)."""
+    run = _filled(store_path)
+    before = _digest(store_path.parent)
+    for args in (["runs", "list"], ["runs", "show", str(run)], ["bench", "list"]):
+        code, _, err = _cli(capsys, *args, "--store", str(store_path))
+        assert code == 0, (args, err)
+        assert _digest(store_path.parent) == before, args
+    code, _, err = _cli(capsys, "runs", "merge", str(store_path), "--into", str(store_path.parent.parent / "m.sqlite"))
+    assert code == 0 and _digest(store_path.parent) == before, err
+    with open_store(store_path, mode="write") as live:
+        code, _, err = _cli(capsys, "runs", "list", "--store", str(store_path))
+        assert code == 0, err
+        assert live.run(run).run_id == run  # the writer's connection still works
+        assert (store_path.parent / (store_path.name + "-shm")).exists()
+    assert _digest(store_path.parent) == before
 
 
 def test_a_read_only_store_refuses_writes(store_path: Path) -> None:
@@ -266,3 +285,18 @@ def test_a_fifo_at_the_store_path_is_refused_without_blocking(tmp_path: Path, ca
     for mode in ("read", "write"):
         with pytest.raises(StoreError, match="not a regular file"):
             open_store(fifo, mode=mode)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("args", [
+    ["runs", "list", "--store", "{missing}"], ["runs", "show", "1", "--store", "{missing}"],
+    ["runs", "check", "--store", "{missing}"], ["bench", "list", "--store", "{missing}"],
+    ["bench", "show", "1", "--store", "{missing}"], ["runs", "merge", "{missing}", "--into", "{into}"],
+    ["runs", "push", "--store", "{missing}", "--to", "{into}"],
+])
+def test_a_read_of_a_missing_store_creates_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   args: list[str]) -> None:
+    folder = tmp_path / "nothing-here"
+    names = {"missing": str(folder / "x.sqlite"), "into": str(folder / "sub" / "pooled.sqlite")}
+    code, _, err = _cli(capsys, *[a.format(**names) for a in args])
+    assert code == 2 and err.count("\n") == 1 and "no results store at" in err, err
+    assert not folder.exists()
