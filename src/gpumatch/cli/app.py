@@ -6,10 +6,14 @@ The error boundary is :func:`main`, the console-script entry point; it returns t
 0    ok
 1    internal error (a bug: one line asking to rerun with ``--debug``); ``bench serve``: the server went away
      mid-run (:class:`~gpumatch.errors.ServerGoneError`; what was measured is saved)
-2    bad input (a :class:`GpumatchError`: one line ``gpumatch: error: <what> (<hint>)``)
+2    bad input (a :class:`GpumatchError`: one line ``gpumatch: error: <what> (<hint>)``); also an optional
+     extra that is not installed (an ImportError of a module of :data:`~gpumatch.errors.OPTIONAL_MODULES`:
+     the hint is ``pip install 'gpumatch[EXTRA]'``)
 3    the command failed (a failed preflight check; ``monitor`` exits with its command's own code)
+74   output could not be written (ENOSPC, EIO, EDQUOT, EFBIG: a full disk, ``> /dev/full``); EX_IOERR of
+     BSD's sysexits.h
 130  interrupted (Ctrl-C / SIGINT; after the command saved what it had): ``gpumatch: interrupted``
-141  stdout was closed by its reader (``gpumatch ... | head``): nothing more is printed
+141  a write to stdout failed because its reader had closed (``gpumatch ... | head``): nothing more is printed
 143  terminated (SIGTERM; the same cleanup as Ctrl-C): ``gpumatch: terminated``
 ==== ==========================================================================================
 
@@ -59,8 +63,9 @@ from gpumatch.cli.console import degrade_unencodable  # noqa: E402
 from gpumatch.errors import GpumatchError, Terminated, missing_extra  # noqa: E402
 
 EPILOG = (
-    "Exit codes: 0 ok, 1 internal error, 2 bad input, 3 the command failed (monitor: its command's code), "
-    "130 interrupted (Ctrl-C), 141 stdout closed by its reader, 143 terminated (SIGTERM)."
+    "Exit codes: 0 ok, 1 internal error, 2 bad input (or a missing optional extra), 3 the command failed "
+    "(monitor: its command's code), 74 output could not be written, 130 interrupted (Ctrl-C), 141 stdout closed "
+    "by its reader, 143 terminated (SIGTERM)."
 )
 
 app = typer.Typer(
