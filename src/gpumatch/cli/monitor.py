@@ -54,7 +54,7 @@ def monitor(
     replay: Annotated[Path | None, typer.Option(
         "--replay", help="Replay a recorded trace instead of reading a GPU.")] = None,
     gpu: Annotated[list[int] | None, typer.Option(
-        "--gpu", help="Only this GPU index (repeatable); default all.")] = None,
+        "--gpu", min=0, max=2**32 - 1, help="Only this GPU index (repeatable; NVML's order); default all.")] = None,
     store: bool = typer.Option(True, "--store/--no-store", help="Save the run in the results store."),
     prometheus: Annotated[str | None, typer.Option(
         "--prometheus", help="Also serve the live samples at http://HOST:PORT/metrics under dcgm-exporter's "
@@ -65,6 +65,11 @@ def monitor(
     from gpumatch.report.monitor import monitor_view, saved_line
 
     _check(command, output, replay, force)
+    if replay is not None and gpu:
+        from gpumatch.errors import InputError
+
+        raise InputError("--gpu does not apply to --replay (a replay analyses every GPU of the trace)",
+                         "drop --gpu, or record only that GPU: gpumatch monitor --gpu N -o trace.csv -- CMD")
     run = run_monitor(command, interval, replay=replay, gpus=gpu, use_store=store, output=output,
                       on_start=_started(bool(command)), on_store_error=None if replay else _warn_store,
                       prometheus=prometheus)
