@@ -238,3 +238,29 @@ def test_monitor_output_refuses_an_existing_sidecar_or_link(capsys: pytest.Captu
     (tmp_path / "c.csv").mkdir()
     assert main(_monitor_to(tmp_path / "c.csv", "--force")) == 2
     assert "is a directory" in one_line(capsys.readouterr().err)
+
+
+# --- 6. Ctrl-C in the touched commands is still one line and 130 ---------------------------------------------
+
+@pytest.mark.parametrize(("target", "args"), [
+    ("gpumatch.store.merge.copy_store", ["runs", "merge", "{tmp}/a.sqlite", "--into", "{tmp}/b.sqlite"]),
+    ("gpumatch.telemetry.trace.write_trace", ["monitor", "--replay", str(TRACE), "--no-store", "-o", "{tmp}/t.csv",
+                                              "--force"]),
+    ("gpumatch.report.estimate_compare.comparison_text", ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM",
+                                                          "--gpu", "A100 SXM4 80GB"]),
+    ("gpumatch.report.plan.none_feasible", ["plan", "examples/chat-70b-serving.toml"]),
+], ids=["runs-merge", "monitor-output", "estimate-two-gpus", "plan-empty-role"])
+def test_ctrl_c_in_a_touched_command_is_one_line_and_130(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch, target: str,
+                                                         args: list[str]) -> None:
+    """Ctrl-C lands in the middle of the library call each command makes (where it spends its time)."""
+    import importlib
+
+    def interrupted(*a: object, **k: object) -> None:
+        raise KeyboardInterrupt
+
+    module, name = target.rsplit(".", 1)
+    monkeypatch.setattr(importlib.import_module(module), name, interrupted)
+    monkeypatch.chdir(ROOT)
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in args]) == 130
+    assert capsys.readouterr().err == "gpumatch: interrupted\n"
