@@ -67,12 +67,16 @@ def comparison_csv_rows(estimates: Sequence[dict[str, Any]]) -> list[dict[str, A
 def _ttft_meaning(estimates: Sequence[dict[str, Any]]) -> str:
     """What the TTFT column is: a serving engine's steady-state mean (``--task serve``: waiting for the pass in
     flight, queueing, the request's own prefill) or, for a static batch, one prompt alone (docs/estimators.md)."""
-    engines = {(d.get("serving") or {}).get("engine") for d in estimates if d["fits"]}
-    if engines and engines <= {None, "static"}:
+    served = [d.get("serving") or {} for d in estimates]
+    engines = {sv.get("engine") for sv in served}
+    if engines <= {None, "static"}:
         return "one prompt alone, no queueing"
     if engines & {None, "static"}:
         return "mean per request (serving engine: with the pass in flight and queueing; static: one prompt alone)"
-    return "mean per request at the engine's steady state, including the pass in flight and queueing"
+    replayed = {sv.get("replay") is not None for sv in served}
+    where = ("over the replayed benchmark (first burst included)" if replayed == {True}
+             else "at the engine's steady state" if replayed == {False} else "(benchmark or steady state)")
+    return f"mean per request {where}, including the pass in flight and queueing"
 
 
 def comparison_text(estimates: Sequence[dict[str, Any]]) -> str:

@@ -44,7 +44,10 @@ def test_two_gpus_are_titled_as_alternatives(capsys: pytest.CaptureFixture[str],
 def test_serve_ttft_footnote_says_it_includes_queueing(capsys: pytest.CaptureFixture[str]) -> None:
     flat = _flat(_run(capsys, [*EST, "--gpu", "A100 SXM4 80GB", "--task", "serve"]))
     assert "one prompt alone" not in flat
-    assert "TTFT: mean per request at the engine's steady state, including the pass in flight and queueing" in flat
+    assert "TTFT: mean per request over the replayed benchmark (first burst included), including the pass in " \
+           "flight and queueing" in flat  # closed loop: the benchmark of --num-prompts requests, replayed
+    steady = _flat(_run(capsys, [*EST, "--gpu", "A100 SXM4 80GB", "--task", "serve", "--request-rate", "1"]))
+    assert "TTFT: mean per request at the engine's steady state, including the pass in flight and queueing" in steady
     static = _flat(_run(capsys, [*EST, "--gpu", "A100 SXM4 80GB", "--task", "infer"]))
     assert "TTFT: one prompt alone, no queueing" in static
 
