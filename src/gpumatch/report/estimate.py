@@ -91,7 +91,11 @@ def _throughput_rows(d: dict[str, Any]) -> dict[str, str]:
         ranks = f"all {dp} DP ranks" if dp > 1 else "one GPU" if d["count"] == 1 else "the whole model-parallel group"
         return {"tokens_per_s": f"{_num(d['tokens_per_s'])} trained tokens/s ({ranks})"}
     where = f"all {dp} replicas" if dp > 1 else "one replica"
-    if _engine_serving(d):  # steady state: both are per second of serving; decode misses each first token
+    if _engine_serving(d) and (d.get("serving") or {}).get("replay") is not None:
+        rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, mean over the replayed "
+                                "benchmark)"}
+        decode = f"from decode passes at the steady state ({where}; not the benchmark's figure)"
+    elif _engine_serving(d):  # steady state: both per second of serving; decode lacks each request's first token
         rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, requests/s × output "
                                 "tokens)"}
         decode = f"from decode passes ({where}; the rest are first tokens, from each request's prefill)"

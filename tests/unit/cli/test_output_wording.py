@@ -55,17 +55,21 @@ def test_serve_ttft_footnote_says_it_includes_queueing(capsys: pytest.CaptureFix
 def test_serve_throughput_labels_match_their_order(capsys: pytest.CaptureFixture[str]) -> None:
     """Static: with prefill time < decode steps alone. Serve: all generated >= those from decode passes, and
     the labels say so (the first token of each request comes from its prefill)."""
-    for task in ("infer", "serve"):
-        d = json.loads(_run(capsys, [*EST, "--task", task, "--format", "json"]))
-        table = _flat(_run(capsys, [*EST, "--task", task]))
+    for task, extra in (("infer", []), ("serve", ["--request-rate", "1"]), ("serve", [])):
+        d = json.loads(_run(capsys, [*EST, "--task", task, *extra, "--format", "json"]))
+        table = _flat(_run(capsys, [*EST, "--task", task, *extra]))
         if task == "infer":
             assert d["tokens_per_s"] < d["decode_tokens_per_s"]
             assert "prefill time included" in table and "in decode steps alone" in table
-        else:
-            assert d["tokens_per_s"] >= d["decode_tokens_per_s"]
-            assert "prefill time included" not in table and "decode steps alone" not in table
-            assert "requests/s × output tokens" in table and "from decode passes" in table
+            continue
+        assert "prefill time included" not in table and "decode steps alone" not in table
+        if extra:  # open loop, steady state: the difference is each request's first token
+            assert d["tokens_per_s"] - d["decode_tokens_per_s"] == pytest.approx(d["requests_per_s"], rel=0.01)
+            assert "requests/s × output tokens" in table and "from decode passes (one replica" in table
             assert "first tokens, from each request's prefill" in table
+        else:  # closed loop: the replayed benchmark's throughput beside the steady state's decode rate
+            assert "mean over the replayed benchmark" in table
+            assert "from decode passes at the steady state" in table and "not the benchmark's figure" in table
 
 
 def test_an_empty_role_points_at_the_failed_section_it_prints(capsys: pytest.CaptureFixture[str]) -> None:
