@@ -246,15 +246,20 @@ def test_monitor_output_refuses_an_existing_sidecar_or_link(capsys: pytest.Captu
     ("gpumatch.store.merge.copy_store", ["runs", "merge", "{tmp}/a.sqlite", "--into", "{tmp}/b.sqlite"]),
     ("gpumatch.telemetry.trace.write_trace", ["monitor", "--replay", str(TRACE), "--no-store", "-o", "{tmp}/t.csv",
                                               "--force"]),
-    ("gpumatch.report.estimate_compare.comparison_text", ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM",
+    ("gpumatch.report.estimate.comparison_text", ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM",
                                                           "--gpu", "A100 SXM4 80GB"]),
     ("gpumatch.report.plan.none_feasible", ["plan", "examples/chat-70b-serving.toml"]),
 ], ids=["runs-merge", "monitor-output", "estimate-two-gpus", "plan-empty-role"])
 def test_ctrl_c_in_a_touched_command_is_one_line_and_130(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch, target: str,
                                                          args: list[str]) -> None:
-    """Ctrl-C lands in the middle of the library call each command makes (where it spends its time)."""
+    """Ctrl-C lands in the middle of the library call each command makes (where it spends its time). The
+    target is patched where it is looked up, after every module that binds it at import is imported (else
+    such a module, first imported during the patch, would keep the stand-in after the test)."""
     import importlib
+
+    for bound in ("gpumatch.record.fallback", "gpumatch.report.estimate", "gpumatch.store.export"):
+        importlib.import_module(bound)
 
     def interrupted(*a: object, **k: object) -> None:
         raise KeyboardInterrupt
