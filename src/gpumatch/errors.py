@@ -44,6 +44,35 @@ class MissingDependencyError(GpumatchError):
     """An optional dependency (torch, pynvml, pyarrow) is needed for this feature."""
 
 
+#: Optional top-level modules (the import name) -> the extra of pyproject.toml that installs them.
+OPTIONAL_MODULES: dict[str, str] = {
+    "torch": "bench", "pynvml": "bench", "safetensors": "bench", "tokenizers": "bench",
+    "matplotlib": "report", "scipy": "report",
+    "aiohttp": "serve", "prometheus_client": "prometheus",
+    "psycopg": "postgres", "psycopg_binary": "postgres",
+    "pyarrow": "parquet", "yaml": "yaml", "llm_analysis": "compare",
+}
+
+
+class MissingExtraError(MissingDependencyError):
+    """An optional module of a gpumatch extra is not installed; ``extra`` names the extra (exit code 2)."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(f"this needs the optional module '{module}', which is not installed",
+                         f"pip install 'gpumatch[{extra}]'")
+        self.module = module
+        self.extra = extra
+
+
+def missing_extra(error: ImportError) -> MissingExtraError | None:
+    """The :class:`MissingExtraError` an ImportError amounts to when it is about a module of
+    :data:`OPTIONAL_MODULES` (``error.name``, its top-level part; ``import x`` with ``x`` absent, or
+    ``sys.modules['x'] = None``); None for any other import failure (a bug, reported as one)."""
+    name = (getattr(error, "name", None) or "").split(".")[0]
+    extra = OPTIONAL_MODULES.get(name)
+    return MissingExtraError(name, extra) if extra is not None else None
+
+
 class NoDeviceError(GpumatchError):
     """No GPU (or no NVML) is available where one is needed."""
 

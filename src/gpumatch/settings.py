@@ -10,8 +10,15 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpumatch.errors import InputError
+
+#: The store locations gpumatch opens: a file path, ``sqlite:///path``, ``postgresql://`` / ``postgres://``.
+STORE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/")
 
 
 @dataclass(frozen=True)
@@ -41,10 +48,21 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
     """Read the environment now (not at import) and return the resolved settings."""
     env = os.environ if environ is None else environ
     home = Path(env.get("GPUMATCH_HOME") or Path.home() / ".gpumatch").expanduser()
-    store = env.get("GPUMATCH_STORE", "")
+    store = check_store_location(env.get("GPUMATCH_STORE", ""), "GPUMATCH_STORE")
     if store.startswith(("postgresql://", "postgres://")):
         return Settings(home=home, store_path=home / "results.sqlite", store_url=store)
     if store.startswith("sqlite:///"):
         store = store[len("sqlite:///") :]
     store_path = Path(store).expanduser() if store else home / "results.sqlite"
     return Settings(home=home, store_path=store_path, store_url=str(store_path))
+
+
+def check_store_location(text: str, where: str = "store") -> str:
+    """``text`` unchanged when it is a file path or a URL of :data:`STORE_SCHEMES`; InputError for any other
+    URL (``mysql://``, ``http://``, ``s3://``, ``sqlite://x`` with two slashes), which would otherwise be read
+    as a relative file path and created as folders. ``where`` names the flag or variable in the message."""
+    m = _URL.match(text)
+    if m is None or text.startswith(STORE_SCHEMES) or len(m.group(1)) == 1:  # 'C:/...' is a Windows path
+        return text
+    raise InputError(f"{where} {text!r}: unknown scheme '{m.group(1)}://'",
+                     hint="use a file path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB")

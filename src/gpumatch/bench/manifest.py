@@ -24,8 +24,6 @@ from importlib import metadata
 from types import MappingProxyType
 from typing import Any
 
-from gpumatch.bench.env import _cpu_model, nvidia_smi
-
 SCHEMA = "gpumatch.bench.manifest/1"
 
 _SMI = {  # manifest name -> nvidia-smi --query-gpu field
@@ -127,6 +125,8 @@ def _gpumatch_version() -> str:
 def _gpus() -> dict[str, Any]:
     """The ``gpu.*`` fields of GPU 0 and the count. One query; if nvidia-smi refuses it (a driver that does not
     know one field refuses the whole query), one query per field, so the others are still recorded."""
+    from gpumatch.bench.env import nvidia_smi  # imports torch: only where a manifest is collected
+
     rows = nvidia_smi(tuple(_SMI.values()))
     count = len(rows)
     if not rows and shutil.which("nvidia-smi"):
@@ -163,6 +163,8 @@ def _device() -> dict[str, Any]:
 def collect(run: Mapping[str, Any]) -> Manifest:
     """The manifest of this machine plus ``run``'s own fields (``suite.name``, ``suite.tiny``, ``model.name``,
     ``model.architecture``, ``run.precisions``, ``run.seed``...; JSON scalars or lists)."""
+    from gpumatch.bench.env import _cpu_model  # imports torch (reading stored manifests needs none)
+
     fields: dict[str, Any] = {"schema": SCHEMA}
     fields.update(_gpus())
     fields.update(_software())

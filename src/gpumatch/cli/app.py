@@ -6,10 +6,14 @@ The error boundary is :func:`main`, the console-script entry point; it returns t
 0    ok
 1    internal error (a bug: one line asking to rerun with ``--debug``); ``bench serve``: the server went away
      mid-run (:class:`~gpumatch.errors.ServerGoneError`; what was measured is saved)
-2    bad input (a :class:`GpumatchError`: one line ``gpumatch: error: <what> (<hint>)``)
+2    bad input (a :class:`GpumatchError`: one line ``gpumatch: error: <what> (<hint>)``); also an optional
+     extra that is not installed (an ImportError of a module of :data:`~gpumatch.errors.OPTIONAL_MODULES`:
+     the hint is ``pip install 'gpumatch[EXTRA]'``)
 3    the command failed (a failed preflight check; ``monitor`` exits with its command's own code)
+74   output could not be written (ENOSPC, EIO, EDQUOT, EFBIG: a full disk, ``> /dev/full``); EX_IOERR of
+     BSD's sysexits.h
 130  interrupted (Ctrl-C / SIGINT; after the command saved what it had): ``gpumatch: interrupted``
-141  stdout was closed by its reader (``gpumatch ... | head``): nothing more is printed
+141  a write to stdout failed because its reader had closed (``gpumatch ... | head``): nothing more is printed
 143  terminated (SIGTERM; the same cleanup as Ctrl-C): ``gpumatch: terminated``
 ==== ==========================================================================================
 
@@ -20,6 +24,7 @@ ASCII-only stream cannot encode instead of failing (:mod:`gpumatch.cli.console`)
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -31,6 +36,8 @@ from typing import Any
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_FAILED = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE, EXIT_TERMINATED = 130, 141, 143
+EXIT_IO = 74  # EX_IOERR of BSD's sysexits.h: output could not be written
+_IO_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
 
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
@@ -54,11 +61,12 @@ import typer  # noqa: E402  (imported after the startup guard on purpose, as is 
 
 from gpumatch import __version__  # noqa: E402
 from gpumatch.cli.console import degrade_unencodable  # noqa: E402
-from gpumatch.errors import DataWarning, GpumatchError, Terminated  # noqa: E402
+from gpumatch.errors import DataWarning, GpumatchError, Terminated, missing_extra  # noqa: E402
 
 EPILOG = (
-    "Exit codes: 0 ok, 1 internal error, 2 bad input, 3 the command failed (monitor: its command's code), "
-    "130 interrupted (Ctrl-C), 141 stdout closed by its reader, 143 terminated (SIGTERM)."
+    "Exit codes: 0 ok, 1 internal error, 2 bad input (or a missing optional extra), 3 the command failed "
+    "(monitor: its command's code), 74 output could not be written, 130 interrupted (Ctrl-C), 141 stdout closed "
+    "by its reader, 143 terminated (SIGTERM)."
 )
 
 app = typer.Typer(
@@ -136,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         return _say("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         return _stdout_gone()
+    except OSError as e:  # only the errnos of _IO_ERRNOS get here (_run re-raises them)
+        if _DEBUG["on"]:
+            raise
+        return _output_failed(e)
 
 
 def _run(args: list[str]) -> int:
@@ -155,12 +167,15 @@ def _run(args: list[str]) -> int:
         return _say(f"error: {_one_line(str(e))}", e.exit_code)
     except (KeyboardInterrupt, BrokenPipeError):
         raise
-    except Exception as e:  # click's exits and usage errors, then bugs
+    except Exception as e:  # click's exits and usage errors, a missing optional extra, then bugs
         code = _click_exit(e)
         if code is not None:
             return code
-        if _DEBUG["on"]:
-            raise
+        if _DEBUG["on"] or (isinstance(e, OSError) and e.errno in _IO_ERRNOS):
+            raise  # an output that cannot be written: main() says so (exit 74)
+        extra = missing_extra(e) if isinstance(e, ImportError) else None
+        if extra is not None:  # e.g. torch, matplotlib, aiohttp not installed: name the extra (exit 2)
+            return _say(f"error: {_one_line(str(extra))}", extra.exit_code)
         what = "out of memory" if isinstance(e, MemoryError) else f"{type(e).__name__}: {_one_line(str(e))}"
         return _say(f"internal error: {what} (rerun with --debug; please report)", EXIT_INTERNAL)
     return EXIT_OK
@@ -235,6 +250,18 @@ def _stdout_gone() -> int:
     except (OSError, ValueError, AttributeError):
         pass
     return EXIT_BROKEN_PIPE
+
+
+def _output_failed(e: OSError) -> int:
+    """Output could not be written (a full disk, ``> /dev/full``, an I/O error): one line and exit 74. When
+    stdout is what failed, it is pointed at /dev/null so the interpreter's exit flush does not fail again."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        _stdout_gone()
+    where = f"writing {e.filename}" if e.filename else "writing the output"
+    return _say(f"error: {where}: {e.strerror or e} (free some space or write elsewhere)", EXIT_IO)
 
 
 def _one_line(text: str) -> str:

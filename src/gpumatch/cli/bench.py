@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from gpumatch.cli.common import Format, FormatOption, emit, emit_object, emit_rows
+from gpumatch.cli.common import RUN_ID_MAX, Format, FormatOption, emit, emit_object, emit_rows
 
 app = typer.Typer(help="The fixed experiment package: run a suite on this machine's GPU, list, show, compare and "
                        "export the stored runs.", no_args_is_help=True)
@@ -75,8 +75,8 @@ def run_cmd(
 
 
 @app.command("list", help="List the bench runs, newest first. Example: gpumatch bench list")
-def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."), store: str | None = StoreOption,
-             fmt: Format = FormatOption) -> None:
+def list_cmd(limit: int = typer.Option(50, min=1, max=RUN_ID_MAX, help="At most this many runs."),
+             store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import list_bench_runs
     from gpumatch.report.bench import LIST_COLUMNS
 
@@ -86,7 +86,7 @@ def list_cmd(limit: int = typer.Option(50, min=1, help="At most this many runs."
 @app.command("show", help="One bench run: each case measured, predicted, ratio, n and percentiles; failures with "
              "their reason. A serve run: its load levels; a scale run: its ladder (n, tokens/s, per added GPU, "
              "efficiency, delivers k, exposed comm, predicted, ratio). Example: gpumatch bench show 3 --format json")
-def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench list'."),
+def show_cmd(run_id: int = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run id from 'gpumatch bench list'."),
              store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import load_run, run_kind
     from gpumatch.report.bench import show_csv, show_text
@@ -105,9 +105,13 @@ def show_cmd(run_id: int = typer.Argument(..., help="Run id from 'gpumatch bench
         emit(show_csv(data) if fmt is Format.csv else show_text(data))
 
 
+_RUN_A = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run A.")
+_RUN_B = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run B.")
+
+
 @app.command("compare", help="Two bench runs side by side with B/A per case. Refuses (exit 2) runs whose "
              "manifests differ in performance-relevant fields unless --force. Example: gpumatch bench compare 3 4")
-def compare_cmd(run_a: int = typer.Argument(..., help="Run A."), run_b: int = typer.Argument(..., help="Run B."),
+def compare_cmd(run_a: int = _RUN_A, run_b: int = _RUN_B,
                 force: bool = typer.Option(False, "--force", help="Compare even if the manifests differ (flagged)."),
                 store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
     from gpumatch.lab.results import compare_runs
@@ -126,7 +130,7 @@ def compare_cmd(run_a: int = typer.Argument(..., help="Run A."), run_b: int = ty
 
 @app.command("export", help="Write a bench run (manifest, cases, results, failures) as JSON. "
              "Example: gpumatch bench export 3 --out h200-quick.json")
-def export_cmd(run_id: int = typer.Argument(..., help="Run id."),
+def export_cmd(run_id: int = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run id."),
                out: Path = _OUT,
                force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
                store: str | None = StoreOption) -> None:

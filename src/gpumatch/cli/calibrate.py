@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from gpumatch.cli.common import Format, FormatOption, emit, emit_object
+from gpumatch.cli.common import RUN_ID_MAX, Format, FormatOption, emit, emit_object
 
 HELP = """Fit a card's efficiency curves and overheads from the bench and serve runs in the results store.
 
@@ -28,7 +28,8 @@ calibration: runs on several need --gpu.
 """
 
 
-_RUN = typer.Option([], "--run", help="Use this bench or serve run (repeat; default: all completed runs).")
+_RUN = typer.Option([], "--run", min=1, max=RUN_ID_MAX,
+                    help="Use this bench or serve run (repeat; default: all completed runs).")
 _OUT = typer.Option(None, "--out", help="Also write it as JSON (estimate --calibration reads it).")
 _STORE = typer.Option(None, "--store", help="Results store file (default: $GPUMATCH_STORE or "
                       "$GPUMATCH_HOME/results.sqlite).")

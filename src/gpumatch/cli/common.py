@@ -20,6 +20,10 @@ class Format(StrEnum):
 
 FormatOption = typer.Option(Format.table, "--format", "-f", help="Output format: table, json or csv.")
 
+RUN_ID_MAX = 2**63 - 1
+"""The largest run id (and count limit) a store can hold: SQLite's INTEGER is a signed 64-bit number; a larger
+one on the command line is a one-line usage error (exit 2), not an OverflowError from the database driver."""
+
 
 def emit(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

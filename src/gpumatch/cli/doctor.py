@@ -16,7 +16,7 @@ HELP = (
     "vs CUDA vs the torch build (is this card in torch's arch list), and PSU headroom (1.5x rule) with "
     '--psu-w.\n\n'
     'Exit code: 0 when nothing fails (warnings allowed; also on a machine with no GPU, where the overall '
-    'verdict is SKIP), 1 when a check fails. --format csv gives the checks, then the environment manifest '
+    'verdict is SKIP), 3 when a check fails. --format csv gives the checks, then the environment manifest '
     "as rows 'manifest.KEY' with verdict 'info'.\n\n"
     'Examples:\n'
     '  gpumatch doctor\n'

@@ -26,6 +26,7 @@ HELP = (
     'Examples:\n'
     '  gpumatch monitor -- python train.py --epochs 1\n'
     '  gpumatch monitor --interval 0.05 --output run.csv -- ./bench.sh\n'
+    '  gpumatch monitor -o run.csv --force -- ./bench.sh   # overwrite run.csv and run.json\n'
     '  gpumatch monitor                      # until Ctrl-C\n'
     '  gpumatch monitor --replay tests/data/traces/h200-2026-12-02-gemm-bf16.csv'
 )
@@ -47,11 +48,13 @@ def monitor(
     interval: Annotated[float | None, typer.Option(
         "--interval", "-i", help="Seconds between samples (default 0.1; 0.05-0.1 = 20-10 Hz).")] = None,
     output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write the trace: .csv or .parquet (+ a .json sidecar).")] = None,
+        "--output", "-o", help="Write the trace: .csv or .parquet (+ a .json sidecar); refused if either "
+        "exists, unless --force.")] = None,
+    force: bool = typer.Option(False, "--force", help="Overwrite the --output trace and its .json sidecar."),
     replay: Annotated[Path | None, typer.Option(
         "--replay", help="Replay a recorded trace instead of reading a GPU.")] = None,
     gpu: Annotated[list[int] | None, typer.Option(
-        "--gpu", help="Only this GPU index (repeatable); default all.")] = None,
+        "--gpu", min=0, max=2**32 - 1, help="Only this GPU index (repeatable; NVML's order); default all.")] = None,
     store: bool = typer.Option(True, "--store/--no-store", help="Save the run in the results store."),
     prometheus: Annotated[str | None, typer.Option(
         "--prometheus", help="Also serve the live samples at http://HOST:PORT/metrics under dcgm-exporter's "
@@ -61,7 +64,12 @@ def monitor(
     from gpumatch.record.monitor import run_monitor
     from gpumatch.report.monitor import monitor_view, saved_line
 
-    _check(command, output, replay)
+    _check(command, output, replay, force)
+    if replay is not None and gpu:
+        from gpumatch.errors import InputError
+
+        raise InputError("--gpu does not apply to --replay (a replay analyses every GPU of the trace)",
+                         "drop --gpu, or record only that GPU: gpumatch monitor --gpu N -o trace.csv -- CMD")
     run = run_monitor(command, interval, replay=replay, gpus=gpu, use_store=store, output=output,
                       on_start=_started(bool(command)), on_store_error=None if replay else _warn_store,
                       prometheus=prometheus)
@@ -72,7 +80,7 @@ def monitor(
     _end(run, store)
 
 
-def _check(command: list[str] | None, output: Path | None, replay: Path | None) -> None:
+def _check(command: list[str] | None, output: Path | None, replay: Path | None, force: bool) -> None:
     """Refuse what cannot work before measuring (say so before an hours-long measurement, not after)."""
     from gpumatch.errors import InputError
 
@@ -84,6 +92,21 @@ def _check(command: list[str] | None, output: Path | None, replay: Path | None) 
     if output is not None and not output.parent.is_dir():
         raise InputError(f"cannot write {output}: folder {output.parent} does not exist",
                          "create the folder first, or choose another --output")
+    if output is not None:
+        _check_overwrite(output, force)
+
+
+def _check_overwrite(output: Path, force: bool) -> None:
+    """Like every other writer (``runs export``, ``report --html``): an existing trace or sidecar, or a link
+    in their place, is refused unless ``force``; a folder in their place always is."""
+    from gpumatch.errors import InputError
+    from gpumatch.telemetry.trace import sidecar_path
+
+    for p in (output, sidecar_path(output)):
+        if p.is_dir():
+            raise InputError(f"cannot write {p}: it is a directory", "choose another --output")
+        if (p.exists() or p.is_symlink()) and not force:
+            raise InputError(f"{p} already exists", "pass --force to overwrite it, or choose another --output")
 
 
 def _end(run: MonitorRun, use_store: bool) -> None:

@@ -13,7 +13,7 @@ import typer
 
 from gpumatch.cli import flags as fl
 from gpumatch.cli import plan as plan_cli
-from gpumatch.cli.common import Format, emit
+from gpumatch.cli.common import RUN_ID_MAX, Format, emit
 from gpumatch.cli.flags import Flag
 
 HELP = """Report a plan and/or stored bench runs: one self-contained HTML page with plots (--html), or text.
@@ -39,7 +39,7 @@ Planning needs no GPU and no store.
 _OPT = typer.Option
 FLAGS: dict[str, Flag] = {
     **{k: v for k, v in plan_cli.FLAGS.items() if k != "verbose"},
-    "run": Flag(list[int], _OPT(None, "--run", help="A stored bench run to include (repeat).")),
+    "run": Flag(list[int], _OPT(None, "--run", min=1, max=RUN_ID_MAX, help="A stored bench run to include (repeat).")),
     "html": Flag(str, _OPT(None, "--html", help="Write the HTML page to this file.")),
     "force": Flag(bool, _OPT(False, "--force", help="Overwrite the --html file if it exists.")),
 }

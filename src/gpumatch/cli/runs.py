@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from gpumatch.cli.common import Format, FormatOption, emit, emit_object, emit_rows
+from gpumatch.cli.common import RUN_ID_MAX, Format, FormatOption, emit, emit_object, emit_rows
 
 app = typer.Typer(
     help="Runs in the results store ($GPUMATCH_STORE or $GPUMATCH_HOME/results.sqlite).", no_args_is_help=True
@@ -32,7 +32,7 @@ def _say(line: str) -> None:
 @app.command("list", help="List runs, newest first. Example: gpumatch runs list --kind monitor --format json")
 def list_runs(
     kind: str = typer.Option("", help="Only runs of this kind (bench, monitor, ...)."),
-    limit: int = typer.Option(50, min=1, help="At most this many runs."),
+    limit: int = typer.Option(50, min=1, max=RUN_ID_MAX, help="At most this many runs."),
     store: str | None = StoreOption,
     fmt: Format = FormatOption,
 ) -> None:
@@ -49,7 +49,7 @@ def list_runs(
 
 @app.command("show", help="Show one run with its results and failures. Example: gpumatch runs show 3")
 def show_run(
-    run_id: int = typer.Argument(..., help="Run id from 'gpumatch runs list'."),
+    run_id: int = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run id from 'gpumatch runs list'."),
     samples: bool = typer.Option(False, "--samples", help="Include the raw telemetry samples (JSON/CSV)."),
     store: str | None = StoreOption,
     fmt: Format = FormatOption,
@@ -79,7 +79,7 @@ OutputOption = typer.Option(..., "--output", "-o", help="Trace file to write: .c
 _EXPORT_FORMAT = typer.Option("trace", "--format", "-f",
                               help="trace (telemetry, by --output suffix), json (whole runs), csv or parquet "
                               "(one row per result).")
-_RUN_IDS = typer.Argument(..., help="Run id(s) from 'gpumatch runs list' (trace: one).")
+_RUN_IDS = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run id(s) from 'gpumatch runs list' (trace: one).")
 
 
 @app.command("export", help=_EXPORT_HELP)
@@ -188,8 +188,11 @@ def pull_cmd(source: str = _FROM, store: str | None = StoreOption, fmt: Format =
              "duplicates). Example: gpumatch runs merge a.sqlite b.sqlite --into pooled.sqlite")
 def merge_cmd(sources: list[str] = _SOURCES, into: str = _INTO, fmt: Format = FormatOption) -> None:
     from gpumatch.report.runs import copied_line
+    from gpumatch.settings import check_store_location
     from gpumatch.store.merge import merge_stores
 
+    for name in (*sources, into):  # every location before the first copy: a bad one changes nothing
+        check_store_location(name)
     reports = [r.to_dict() for r in merge_stores(sources, into)]
     emit_rows([{**r, "copied": len(r["copied"]), "still_running": len(r["still_running"]),
                 "damaged": len(r["damaged"])} for r in reports], fmt,

@@ -97,13 +97,29 @@ def _throughput_rows(d: dict[str, Any]) -> dict[str, str]:
         ranks = f"all {dp} DP ranks" if dp > 1 else "one GPU" if d["count"] == 1 else "the whole model-parallel group"
         return {"tokens_per_s": f"{_num(d['tokens_per_s'])} trained tokens/s ({ranks})"}
     where = f"all {dp} replicas" if dp > 1 else "one replica"
-    rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, prefill time included)"}
+    if _engine_serving(d) and (d.get("serving") or {}).get("replay") is not None:
+        rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, mean over the replayed "
+                                "benchmark)"}
+        decode = f"from decode passes at the steady state ({where}; not the benchmark's figure)"
+    elif _engine_serving(d):  # steady state: both per second of serving; decode lacks each request's first token
+        rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, requests/s × output "
+                                "tokens)"}
+        decode = f"from decode passes ({where}; the rest are first tokens, from each request's prefill)"
+    else:
+        rows = {"tokens_per_s": f"{_num(d['tokens_per_s'])} generated tokens/s ({where}, prefill time included)"}
+        decode = f"in decode steps alone ({where}, no prefill time)"
     if dp > 1:
         rows["tokens_per_s_per_replica"] = f"{_num(d['tokens_per_s_per_replica'])} generated tokens/s per replica"
-    rows["decode_tokens_per_s"] = (f"{_num(d['decode_tokens_per_s'])} generated tokens/s in decode steps alone "
-                                   f"({where}, no prefill)")
+    rows["decode_tokens_per_s"] = f"{_num(d['decode_tokens_per_s'])} generated tokens/s {decode}"
     rows["prefill_tokens_per_s"] = f"{_num(d['prefill_tokens_per_s'])} prompt tokens/s during prefill ({where})"
     return rows
+
+
+def _engine_serving(d: dict[str, Any]) -> bool:
+    """Whether ``d`` holds a serving engine's steady state (``--task serve`` with vllm, sglang, trtllm), whose
+    TTFT and throughputs are defined per second of serving (docs/estimators.md "Definitions")."""
+    engine = (d.get("serving") or {}).get("engine")
+    return engine is not None and engine != "static"
 
 
 def _engine_line(sv: dict[str, Any]) -> str:
@@ -139,7 +155,7 @@ def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
     view: dict[str, Any] = {}
     sv = d.get("serving") or {}
     engine = sv.get("engine")
-    if engine is not None and engine != "static":
+    if _engine_serving(d):
         view["engine"] = _engine_line(sv)
         view["ttft_s"] = (f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} ({_ttft_basis(sv, secs)})"
                           if d.get("ttft_s") is not None else "unbounded: the queue grows (see the warning)")

@@ -64,16 +64,31 @@ def comparison_csv_rows(estimates: Sequence[dict[str, Any]]) -> list[dict[str, A
     return out
 
 
+def _ttft_meaning(estimates: Sequence[dict[str, Any]]) -> str:
+    """What the TTFT column is: a serving engine's steady-state mean (``--task serve``: waiting for the pass in
+    flight, queueing, the request's own prefill) or, for a static batch, one prompt alone (docs/estimators.md)."""
+    served = [d.get("serving") or {} for d in estimates]
+    engines = {sv.get("engine") for sv in served}
+    if engines <= {None, "static"}:
+        return "one prompt alone, no queueing"
+    if engines & {None, "static"}:
+        return "mean per request (serving engine: with the pass in flight and queueing; static: one prompt alone)"
+    replayed = {sv.get("replay") is not None for sv in served}
+    where = ("over the replayed benchmark (first burst included)" if replayed == {True}
+             else "at the engine's steady state" if replayed == {False} else "(benchmark or steady state)")
+    return f"mean per request {where}, including the pass in flight and queueing"
+
+
 def comparison_text(estimates: Sequence[dict[str, Any]]) -> str:
     """The table, what its throughput counts, the basis, then each GPU's warnings."""
     first = estimates[0]
-    title = f"{first['model']} {first['task']} on {len(estimates)} GPUs"
+    title = f"{first['model']} {first['task']}: {len(estimates)} alternatives, one configuration per row"
     parts = [to_table(comparison_rows(estimates), title=title)]
     if _training(first):
         parts.append(wrap_block("tok/s: trained tokens per second over all data-parallel ranks"))
     else:
         parts.append(wrap_block("gen tok/s: generated tokens per second over all replicas, prefill time included; "
-                                "TTFT: one prompt alone, no queueing"))
+                                f"TTFT: {_ttft_meaning(estimates)}"))
     parts.append(wrap_block(f"basis: {first['basis']}"))
     for d in estimates:
         parts.extend(wrap_block(f"{d['gpu']}: {w}") for w in d["warnings"])

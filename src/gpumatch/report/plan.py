@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpumatch.plan.roles import LOW_POWER_TDP_W
 from gpumatch.report import human
 from gpumatch.report.intervals import key_figure_text
 from gpumatch.report.render import Column, cut, output_width, to_csv, to_json, to_table, wrap_block
@@ -254,12 +255,28 @@ def entry_notes(entries: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+ROLE_SCOPE = {"dev": "of one GPU", "single-node-training": "within one node",
+              "cluster-training": "over more than one node",
+              "low-power-inference": f"on cards of at most {LOW_POWER_TDP_W:.0f} W board power"}
+"""What each role admits (``gpumatch.plan.roles``), said where a role is empty."""
+
+
+def none_feasible(d: dict[str, Any], role: str) -> str:
+    """Why a role's shortlist is empty, pointing only at a section the view shows: the Failed table (a rule
+    rejected candidates), else "Not considered" (all the others were left out by the request)."""
+    scope = " ".join(("no candidate", ROLE_SCOPE.get(role, ""))).strip()
+    if any(r["rule"] != "excluded" for r in d["rejected"]):
+        return f"none feasible: {scope} passed every check (see Failed below)"
+    if d["rejected"]:
+        return "none feasible among the GPUs considered (see Not considered below)"
+    return "none feasible within the role's limits"
+
+
 def _role_block(d: dict[str, Any], role: str, width: int, verbose: bool) -> list[str]:
     entries = d["shortlist"][role]
     title = f"{d['roles'][role]} ({role})"
     if not entries:
-        where = ", see Failed" if d["rejected"] else " within the role's limits"
-        return [wrap_block(f"{title}: none feasible{where}", width)]
+        return [wrap_block(f"{title}: {none_feasible(d, role)}", width)]
     training = _training(d)
     rows = shortlist_rows(entries, training, d["request"])
     per_run = training and bool(d["request"].get("train_tokens"))

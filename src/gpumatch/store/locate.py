@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import StoreError
+from gpumatch.settings import check_store_location
 from gpumatch.store.connection import read_schema
 from gpumatch.store.db import recover_hint
 from gpumatch.store.records import RunRecord
@@ -37,7 +38,7 @@ def locate_store(path: Path | str | None = None) -> tuple[Path, bool]:
     if path is None:
         s = load_settings()
         return s.store_path, s.store_path != s.home / "results.sqlite"
-    text = str(path)
+    text = check_store_location(str(path))
     return Path(text[len("sqlite:///") :] if text.startswith("sqlite:///") else text).expanduser(), True
 
 

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from gpumatch.errors import StoreError
+from gpumatch.settings import check_store_location
 from gpumatch.store import readers
 from gpumatch.store.backend import Backend, Conn
 from gpumatch.store.buffer import SampleBuffer
@@ -308,7 +309,7 @@ def open_store(
         from gpumatch.settings import load_settings
 
         path = load_settings().store_url
-    text = str(path)
+    text = check_store_location(str(path))
     if is_pg_url(text):
         from gpumatch.store.pg import open_pg
 

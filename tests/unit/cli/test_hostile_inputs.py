@@ -419,7 +419,7 @@ def test_closed_stdout_exits_141_quietly(tmp_path: Path) -> None:
 def test_exit_codes_are_documented() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
-    for code in ("| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 130 |", "| 141 |", "| 143 |"):
+    for code in ("| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 74 |", "| 130 |", "| 141 |", "| 143 |"):
         assert code in section
     r = gpumatch(["--help"], env={"COLUMNS": "200"})
     assert r.returncode == 0 and "Exit codes: 0 ok, 1 internal error, 2 bad input" in r.stdout
