@@ -59,7 +59,7 @@ def _stream(server: ServerThread, path: str, body: dict[str, Any]) -> list[dict[
 
 
 def _metrics(server: ServerThread) -> dict[str, Any]:
-    status, text = _call(server, "GET", "/metrics")
+    _, text = _call(server, "GET", "/metrics")
     return {f.name: f for f in text_string_to_metric_families(text)}
 
 
@@ -226,7 +226,8 @@ def test_a_client_leaving_mid_stream_is_quiet_and_frees_its_slot(server: ServerT
                if s.name.endswith("_total")}
     was = {s.labels["finished_reason"]: s.value for s in before.samples if s.name.endswith("_total")}
     assert aborted["abort"] == was["abort"] + 1
-    assert _post(server, "/v1/completions", {"prompt": "still here", "max_tokens": 2})["usage"]["completion_tokens"] == 2
+    again = _post(server, "/v1/completions", {"prompt": "still here", "max_tokens": 2})
+    assert again["usage"]["completion_tokens"] == 2
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
     assert loud == [], [r.getMessage() for r in loud]
 
