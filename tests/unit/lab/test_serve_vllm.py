@@ -232,6 +232,22 @@ def test_a_client_leaving_mid_stream_is_quiet_and_frees_its_slot(server: ServerT
     assert loud == [], [r.getMessage() for r in loud]
 
 
+def test_a_client_leaving_a_whole_response_aborts_it(server: ServerThread) -> None:
+    async def leave() -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=0.2)) as sess:
+            with pytest.raises(TimeoutError):
+                await sess.post(server.url + "/v1/completions",
+                                json={"prompt": "a", "max_tokens": MAX_LEN - 1, "ignore_eos": True})
+
+    def aborts() -> float:
+        fam = _metrics(server)["vllm:request_success"]
+        return next(s.value for s in fam.samples if s.labels["finished_reason"] == "abort" and s.name.endswith("_total"))
+
+    was = aborts()
+    asyncio.run(leave())
+    assert _running_drops_to_zero(server) and aborts() == was + 1
+
+
 def _hist(fam: Any) -> tuple[list[float], float]:
     edges = [float(s.labels["le"]) for s in fam.samples if s.name.endswith("_bucket")]
     count = next(s.value for s in fam.samples if s.name.endswith("_count"))

@@ -58,16 +58,21 @@ class _Request:
                        job.logprobs if job.echo and job.logprobs is not None else None)
         self.rid = engine.submit(job.prompt, job.max_tokens, job.ignore_eos, self.queue.put_nowait, opts)
 
-    async def events(self, alive: Callable[[], bool] = lambda: True) -> AsyncIterator[Event]:
-        """The request's events until its last; stops early (request aborted) once ``alive()`` is false."""
+    async def events(self, alive: Callable[[], bool] | None = None) -> AsyncIterator[Event]:
+        """The request's events until its last. With ``alive``: checked before each event and every
+        :data:`POLL_S` while none comes; the events stop early (the caller's ``close`` aborts the request) once
+        it is false."""
         while not self.done:
-            try:
-                ev = await asyncio.wait_for(self.queue.get(), POLL_S)
-            except TimeoutError:
-                if not alive():
-                    log.debug("client gone; request %d aborted", self.rid)
-                    return
-                continue
+            if alive is not None and not alive():
+                log.debug("client gone; request %d aborted", self.rid)
+                return
+            if alive is None or not self.queue.empty():
+                ev = await self.queue.get()
+            else:
+                try:
+                    ev = await asyncio.wait_for(self.queue.get(), POLL_S)
+                except TimeoutError:
+                    continue
             self.done = ev.finish_reason is not None
             yield ev
 
