@@ -241,7 +241,8 @@ def test_a_client_leaving_a_whole_response_aborts_it(server: ServerThread) -> No
 
     def aborts() -> float:
         fam = _metrics(server)["vllm:request_success"]
-        return next(s.value for s in fam.samples if s.labels["finished_reason"] == "abort" and s.name.endswith("_total"))
+        return next(s.value for s in fam.samples
+                    if s.labels["finished_reason"] == "abort" and s.name.endswith("_total"))
 
     was = aborts()
     asyncio.run(leave())
