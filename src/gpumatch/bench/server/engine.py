@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpumatch.bench.server.metrics import Metrics, RequestTimes
 from gpumatch.bench.server.scheduler import Plan, Scheduler, Seq, TokenLogprob, check_fits
@@ -60,11 +60,11 @@ class Options:
     prompt_logprobs: int | None = None
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """What a request's callback receives: a new token, and the finish reason with its last token (or alone, for
     ``abort`` / ``error``). ``stop_reason``: the stop id that ended it; ``logprob``: the token's, when asked;
-    ``prompt_logprobs``: with the first token, the prompt's (tokens 1..), when asked."""
+    ``prompt_logprobs``: with the first token, the prompt's (tokens 1..), when asked. (A named tuple: one is made
+    per token, and it is cheaper to make than a frozen dataclass.)"""
 
     token: int | None
     finish_reason: str | None
@@ -223,16 +223,19 @@ class Engine:
         got = self.scheduler.apply(plan, ids)
         now = time.monotonic()
         events = []
+        prompt_lps = sampled.prompt_logprobs if sampled is not None else {}
+        scored = bool(prompt_lps or (sampled is not None and sampled.logprobs))
         for s in got:
-            if sampled is not None:
-                s.prompt_lp += sampled.prompt_logprobs.get(s.rid, [])
+            if prompt_lps:
+                s.prompt_lp += prompt_lps.get(s.rid, [])
             self._timing(s, now)
             cb = self._callbacks.get(s.rid)
             if s.finish_reason is not None:
                 self._callbacks.pop(s.rid, None)
                 self._finished(s, now)
             if cb is not None:
-                events.append((cb, self._event(s, sampled)))
+                events.append((cb, self._event(s, sampled) if scored else
+                               Event(s.out[-1], s.finish_reason, len(s.prompt), len(s.out), None, s.stop_reason)))
         self.dispatch(events)
         seconds = time.perf_counter() - t0
         self.log.append(Iteration(plan.kind, len(plan.decode), plan.prefill_tokens, len(plan.chunks), seconds))

@@ -22,13 +22,22 @@ Two families, side by side:
    {finished_reason}``; the histograms of :class:`RequestTimes` and of per-request token counts. Times are
    measured in the engine thread (``time.monotonic``) when a pass's tokens are sampled, not when the HTTP layer
    sends them.
+
+The ``vllm:*`` histograms are observed once per token, so they are not prometheus-client ``Histogram`` objects
+(a lock and a linear bucket scan per observation, several microseconds: at 256 running sequences that multiplied
+the engine's host time per pass, ``benchmarks/bench_serve_host.py``) but :class:`Hist`: bucket counts that only
+the engine thread writes (a ``bisect`` per observation), read by a collector when ``/metrics`` is scraped.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import HistogramMetricFamily
 
 ITERATION_BUCKETS_S = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048)
 TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -75,6 +84,39 @@ class RequestTimes:
         return self.prefill_s + self.decode_s
 
 
+class Hist:
+    """A histogram with one writer (the engine thread): non-cumulative bucket counts and the sum. A scrape reads
+    a copy; it may miss the observation being made at that instant, never corrupt one."""
+
+    def __init__(self, name: str, doc: str, bounds: tuple[float, ...] | list[int]) -> None:
+        self.name, self.doc, self.bounds = name, doc, tuple(float(b) for b in bounds)
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        """Count ``value`` in the first bucket whose upper edge is >= it (Prometheus' ``le``)."""
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def family(self, labels: tuple[str, ...]) -> HistogramMetricFamily:
+        counts, total = list(self.counts), self.sum
+        edges = [*(repr(b) for b in self.bounds), "+Inf"]  # prometheus-client's spelling of float edges
+        fam = HistogramMetricFamily(self.name, self.doc, labels=list(VLLM_LABELS))
+        fam.add_metric(list(labels), list(zip(edges, accumulate(counts), strict=True)), total)
+        return fam
+
+
+class _HistCollector:
+    """Hands the :class:`Hist` objects to the registry at scrape time."""
+
+    def __init__(self, hists: list[Hist], labels: tuple[str, ...]) -> None:
+        self.hists, self.labels = hists, labels
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        for h in self.hists:
+            yield h.family(self.labels)
+
+
 class Metrics:
     """The registry and its metrics (module docstring); every method is thread-safe (prometheus-client's)."""
 
@@ -116,8 +158,11 @@ class VllmMetrics:
         def counter(name: str, doc: str) -> Counter:
             return Counter(name, doc, VLLM_LABELS, registry=r).labels(*lab)
 
-        def hist(name: str, doc: str, buckets: tuple[float, ...] | list[int]) -> Histogram:
-            return Histogram(name, doc, VLLM_LABELS, buckets=buckets, registry=r).labels(*lab)
+        hists: list[Hist] = []
+
+        def hist(name: str, doc: str, buckets: tuple[float, ...] | list[int]) -> Hist:
+            hists.append(Hist(name, doc, buckets))
+            return hists[-1]
 
         self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
         self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
@@ -154,6 +199,7 @@ class VllmMetrics:
                                    counts)
         self.iteration_tokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                      [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384])
+        r.register(_HistCollector(hists, lab))
 
     def token_gap(self, seconds: float) -> None:
         """One output token after the first, ``seconds`` after the previous one (ITL and its older name)."""
