@@ -244,8 +244,8 @@ class Engine:
         m.iteration_s.observe(seconds)
         m.prompt_tokens.inc(plan.prefill_tokens)
         m.generation_tokens.inc(len(got))
-        m.vllm.prompt_tokens.inc(plan.prefill_tokens)
-        m.vllm.generation_tokens.inc(len(got))
+        m.vllm.prompt_tokens += plan.prefill_tokens
+        m.vllm.generation_tokens += len(got)
         m.vllm.iteration_tokens.observe(plan.prefill_tokens + len(plan.decode))
         self._gauges()
 
@@ -264,7 +264,7 @@ class Engine:
             s.first_token_s = now
             v.ttft.observe(now - s.arrival_s)
         elif s.last_token_s is not None:
-            v.token_gap(now - s.last_token_s)
+            v.itl.observe(now - s.last_token_s)
         s.last_token_s = now
 
     def _finished(self, s: Seq, now: float) -> None:
@@ -281,21 +281,19 @@ class Engine:
 
     def _gauges(self) -> None:
         m, s = self.metrics, self.scheduler
-        m.running.set(len(s.running))
-        m.waiting.set(len(s.waiting))
-        m.kv_usage.set(s.kv_usage)
-        m.slots_used.set(len(s.running))
-        m.vllm.running.set(len(s.running))
-        m.vllm.waiting.set(len(s.waiting))
-        m.vllm.kv_usage.set(s.kv_usage)
-        m.vllm.gpu_cache_usage.set(s.kv_usage)
+        running, waiting, usage = len(s.running), len(s.waiting), s.kv_usage
+        m.running.set(running)
+        m.waiting.set(waiting)
+        m.kv_usage.set(usage)
+        m.slots_used.set(running)
+        m.vllm.running, m.vllm.waiting, m.vllm.kv_usage = running, waiting, usage
 
     def _fail(self, message: str) -> None:
         events = []
         self.error = message
         for rid, cb in list(self._callbacks.items()):
             self.metrics.finished.labels("error").inc()
-            self.metrics.vllm.success["error"].inc()
+            self.metrics.vllm.success["error"] += 1
             events.append((cb, Event(None, "error", 0, 0, error=message)))
             self._callbacks.pop(rid, None)
         self.dispatch(events)

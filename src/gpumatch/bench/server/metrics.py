@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 ITERATION_BUCKETS_S = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048)
 TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -98,23 +98,13 @@ class Hist:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
 
-    def family(self, labels: tuple[str, ...]) -> HistogramMetricFamily:
+    def family(self, labels: tuple[str, ...], name: str | None = None, doc: str | None = None) -> Metric:
+        """The Prometheus family (under ``name`` and ``doc`` when given instead of this histogram's)."""
         counts, total = list(self.counts), self.sum
         edges = [*(repr(b) for b in self.bounds), "+Inf"]  # prometheus-client's spelling of float edges
-        fam = HistogramMetricFamily(self.name, self.doc, labels=list(VLLM_LABELS))
+        fam = HistogramMetricFamily(name or self.name, doc or self.doc, labels=list(VLLM_LABELS))
         fam.add_metric(list(labels), list(zip(edges, accumulate(counts), strict=True)), total)
         return fam
-
-
-class _HistCollector:
-    """Hands the :class:`Hist` objects to the registry at scrape time."""
-
-    def __init__(self, hists: list[Hist], labels: tuple[str, ...]) -> None:
-        self.hists, self.labels = hists, labels
-
-    def collect(self) -> Iterator[HistogramMetricFamily]:
-        for h in self.hists:
-            yield h.family(self.labels)
 
 
 class Metrics:
@@ -147,41 +137,21 @@ class Metrics:
 
 
 class VllmMetrics:
-    """The ``vllm:*`` family (module docstring), bound to one model name and engine ``0``."""
+    """The ``vllm:*`` family (module docstring), bound to one model name and engine ``0``. Gauges and counters
+    are plain numbers the engine thread sets; :meth:`collect` (the registry calls it at scrape time) turns them
+    and the :class:`Hist` objects into Prometheus families."""
 
     def __init__(self, r: CollectorRegistry, model: str, max_model_len: int) -> None:
-        lab = (model, "0")
-
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(name, doc, VLLM_LABELS, registry=r).labels(*lab)
-
-        def counter(name: str, doc: str) -> Counter:
-            return Counter(name, doc, VLLM_LABELS, registry=r).labels(*lab)
-
-        hists: list[Hist] = []
-
-        def hist(name: str, doc: str, buckets: tuple[float, ...] | list[int]) -> Hist:
-            hists.append(Hist(name, doc, buckets))
-            return hists[-1]
-
-        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
-        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
-        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
-        self.gpu_cache_usage = gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage. "
-                                     "DEPRECATED: Use vllm:kv_cache_usage_perc instead.")
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
-        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
-        counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
-        success = Counter("vllm:request_success", "Count of successfully processed requests.",
-                          [*VLLM_LABELS, "finished_reason"], registry=r)
-        self.success = {reason: success.labels(*lab, reason) for reason in FINISH_REASONS}
-        self.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+        self.labels = (model, "0")
+        self.running = self.waiting = 0
+        self.kv_usage = 0.0
+        self.prompt_tokens = self.generation_tokens = 0
+        self.success = dict.fromkeys(FINISH_REASONS, 0)
+        self.ttft = Hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                          TTFT_BUCKETS_S)
-        self.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+        self.itl = Hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
                         TOKEN_BUCKETS_S)
-        self.tpot = hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
-                         TOKEN_BUCKETS_S)
-        self.request_tpot = hist("vllm:request_time_per_output_token_seconds",
+        self.request_tpot = Hist("vllm:request_time_per_output_token_seconds",
                                  "Histogram of time_per_output_token_seconds per request.", TOKEN_BUCKETS_S)
         phases = {"e2e": ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds."),
                   "queue": ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request."),
@@ -191,24 +161,19 @@ class VllmMetrics:
                               "Histogram of time spent in PREFILL phase for request."),
                   "decode": ("vllm:request_decode_time_seconds",
                              "Histogram of time spent in DECODE phase for request.")}
-        self.phase = {k: hist(n, d, REQUEST_BUCKETS_S) for k, (n, d) in phases.items()}
+        self.phase = {k: Hist(n, d, REQUEST_BUCKETS_S) for k, (n, d) in phases.items()}
         counts = build_1_2_5_buckets(max_model_len)
-        self.req_prompt = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", counts)
-        self.req_generation = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", counts)
-        self.req_max_tokens = hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+        self.req_prompt = Hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", counts)
+        self.req_generation = Hist("vllm:request_generation_tokens", "Number of generation tokens processed.", counts)
+        self.req_max_tokens = Hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
                                    counts)
-        self.iteration_tokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+        self.iteration_tokens = Hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                      [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384])
-        r.register(_HistCollector(hists, lab))
-
-    def token_gap(self, seconds: float) -> None:
-        """One output token after the first, ``seconds`` after the previous one (ITL and its older name)."""
-        self.itl.observe(seconds)
-        self.tpot.observe(seconds)
+        r.register(self)
 
     def finished(self, reason: str, t: RequestTimes | None) -> None:
         """A request ended with ``reason``; its phases when it got at least one token."""
-        self.success[reason].inc()
+        self.success[reason] += 1
         if t is None:
             return
         for k, v in (("e2e", t.e2e_s), ("queue", t.queue_s), ("inference", t.inference_s),
@@ -219,3 +184,36 @@ class VllmMetrics:
         self.req_prompt.observe(t.prompt_tokens)
         self.req_generation.observe(t.generation_tokens)
         self.req_max_tokens.observe(t.max_tokens)
+
+    def collect(self) -> Iterator[Metric]:
+        """The families, as vLLM names them (``vllm:time_per_output_token_seconds``, vLLM's older name of the
+        inter-token histogram, is the same observations under that name)."""
+        lab, names = list(self.labels), list(VLLM_LABELS)
+        for name, doc, v in (
+                ("vllm:num_requests_running", "Number of requests in model execution batches.", self.running),
+                ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", self.waiting),
+                ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", self.kv_usage),
+                ("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use "
+                 "vllm:kv_cache_usage_perc instead.", self.kv_usage)):
+            g = GaugeMetricFamily(name, doc, labels=names)
+            g.add_metric(lab, v)
+            yield g
+        for name, doc, v in (("vllm:prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens),
+                             ("vllm:generation_tokens", "Number of generation tokens processed.",
+                              self.generation_tokens),
+                             ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", 0)):
+            c = CounterMetricFamily(name, doc, labels=names)
+            c.add_metric(lab, v)
+            yield c
+        ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
+                                 labels=[*names, "finished_reason"])
+        for reason, n in list(self.success.items()):
+            ok.add_metric([*lab, reason], n)
+        yield ok
+        yield self.ttft.family(self.labels)
+        yield self.itl.family(self.labels)
+        yield self.itl.family(self.labels, "vllm:time_per_output_token_seconds",
+                              "Histogram of time per output token in seconds.")
+        for h in (self.request_tpot, *self.phase.values(), self.req_prompt, self.req_generation,
+                  self.req_max_tokens, self.iteration_tokens):
+            yield h.family(self.labels)
