@@ -108,7 +108,8 @@ class Hist:
 
 
 class Metrics:
-    """The registry and its metrics (module docstring); every method is thread-safe (prometheus-client's)."""
+    """The registry and its metrics (module docstring). The ``gpumatch_*`` ones are prometheus-client's
+    (thread-safe); the ``vllm:*`` ones (:attr:`vllm`) are written by the engine thread only."""
 
     def __init__(self, slots: int, model_name: str = "llama", max_model_len: int = 2048) -> None:
         self.registry = CollectorRegistry()
