@@ -1,6 +1,6 @@
 """``gpumatch serve`` over real HTTP on loopback (tiny model, CPU): streaming and whole responses, exact token
 counts and usage, continuous batching (arrivals admitted mid-flight, mixed passes), admission waiting for a slot,
-Prometheus text, OpenAI-style errors, the non-loopback warning."""
+Prometheus text, vLLM-shaped errors, the non-loopback warning."""
 
 from __future__ import annotations
 
@@ -177,8 +177,9 @@ def test_bad_bodies_get_openai_errors(server: ServerThread, path: str, body: Any
             return r.status, await r.json()
 
     got, err = asyncio.run(main())
-    assert got == status and err["error"]["type"] == "invalid_request_error" and err["error"]["param"] == param
-    assert err["error"]["message"]
+    kind = {400: "BadRequestError", 404: "NotFoundError"}[status]
+    assert got == status and err["error"]["type"] == kind and err["error"]["param"] == param
+    assert err["error"]["code"] == status and err["error"]["message"]
 
 
 def test_invalid_json_health_and_no_telemetry_on_cpu(server: ServerThread) -> None:

@@ -6,8 +6,11 @@
 - :mod:`.runner`: the model side: the slot KV cache, one flat forward per iteration that mixes decode rows and
   prefill chunks, CUDA graphs for decode-only iterations (imports torch);
 - :mod:`.engine`: the engine thread that runs scheduler + runner and hands tokens to the event loop;
-- :mod:`.metrics`: the Prometheus metrics (prometheus-client);
+- :mod:`.logprobs`: log-probs and top-k out of a pass (imports torch);
+- :mod:`.metrics`: the Prometheus metrics (prometheus-client), ``gpumatch_*`` and vLLM's ``vllm:*``;
+- :mod:`.protocol`, :mod:`.stops`, :mod:`.responses`: request fields and checks, stop strings, response bodies
+  (vLLM's OpenAI server's shapes; torch-free);
 - :mod:`.http`: the OpenAI-compatible HTTP API (aiohttp).
 
-Only :mod:`.runner` (and :mod:`.engine`, which builds it) import torch.
+Only :mod:`.runner`, :mod:`.logprobs` and :mod:`.build` import torch.
 """

@@ -7,6 +7,8 @@ thread: the HTTP layer hands it to its event loop with ``call_soon_threadsafe``)
 request in flight and the engine refuses new ones (``/health`` turns 503).
 
 The iteration log keeps the last :data:`LOG_LENGTH` passes (kind, decode rows, prefill tokens, seconds).
+Per-request times (arrival at :meth:`Engine.submit`, first scheduled, first and last token, ``time.monotonic``)
+feed the ``vllm:*`` histograms of :mod:`gpumatch.bench.server.metrics`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from gpumatch.bench.server.metrics import Metrics
-from gpumatch.bench.server.scheduler import Plan, Scheduler, Seq
+from gpumatch.bench.server.metrics import Metrics, RequestTimes
+from gpumatch.bench.server.scheduler import Plan, Scheduler, Seq, TokenLogprob, check_fits
 
 LOG_LENGTH = 4096
 MEMORY_FRACTION = 0.9
@@ -47,15 +49,31 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
-class Event:
+class Options:
+    """A request's sampling-side options beyond prompt and length (vLLM's names): ``stop_token_ids``,
+    ``min_tokens``, ``logprobs`` (top-k with each output token), ``prompt_logprobs`` (the same for the prompt)."""
+
+    ignore_eos: bool = False
+    stop_token_ids: tuple[int, ...] = ()
+    min_tokens: int = 0
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+
+
+class Event(NamedTuple):
     """What a request's callback receives: a new token, and the finish reason with its last token (or alone, for
-    ``abort`` / ``error``)."""
+    ``abort`` / ``error``). ``stop_reason``: the stop id that ended it; ``logprob``: the token's, when asked;
+    ``prompt_logprobs``: with the first token, the prompt's (tokens 1..), when asked. (A named tuple: one is made
+    per token, and it is cheaper to make than a frozen dataclass.)"""
 
     token: int | None
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
     error: str | None = None
+    stop_reason: int | None = None
+    logprob: TokenLogprob | None = None
+    prompt_logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,7 @@ class _Command:
     kind: str
     seq: Seq | None = None
     rid: int = -1
+    reason: str = "abort"
     callback: Callable[[Event], None] | None = None
 
 
@@ -100,7 +119,7 @@ class Engine:
 
     def __init__(self, runner: Any, scheduler: Scheduler, info: EngineInfo, eos: int | None) -> None:
         self.runner, self.scheduler, self.info, self.eos = runner, scheduler, info, eos
-        self.metrics = Metrics(scheduler.max_num_seqs)
+        self.metrics = Metrics(scheduler.max_num_seqs, info.model, scheduler.max_model_len)
         self.log: deque[Iteration] = deque(maxlen=LOG_LENGTH)
         self.error: str | None = None
         self._inbox: queue.SimpleQueue[_Command] = queue.SimpleQueue()
@@ -124,23 +143,27 @@ class Engine:
         if self._thread.is_alive():
             self._thread.join(timeout_s)
 
-    def submit(self, prompt: list[int], max_tokens: int, ignore_eos: bool, callback: Callable[[Event], None]) -> int:
-        """Queue a request; returns its id. ValueError when it can never fit or the engine failed."""
+    def submit(self, prompt: list[int], max_tokens: int, ignore_eos: bool, callback: Callable[[Event], None],
+               options: Options | None = None) -> int:
+        """Queue a request; returns its id. ValueError when it can never fit, RuntimeError when the engine
+        failed. ``options`` (its ``ignore_eos`` aside, which the argument gives) as :class:`Options`."""
         if self.error is not None:
             raise RuntimeError(f"the engine failed: {self.error}")
-        with self._id_lock:
-            rid, self._ids = self._ids, self._ids + 1
-        seq = Seq(rid, list(prompt), max_tokens, ignore_eos, self.eos)
-        from gpumatch.bench.server.scheduler import check_fits
-
-        why = check_fits(len(seq.prompt), max_tokens, self.scheduler.max_model_len)
+        o = options or Options()
+        why = check_fits(len(prompt), max_tokens, self.scheduler.max_model_len)
         if why:
             raise ValueError(why)
+        with self._id_lock:
+            rid, self._ids = self._ids, self._ids + 1
+        seq = Seq(rid, list(prompt), max_tokens, ignore_eos, self.eos, stop_ids=frozenset(o.stop_token_ids),
+                  min_tokens=o.min_tokens, logprobs=o.logprobs, prompt_logprobs=o.prompt_logprobs,
+                  arrival_s=time.monotonic())
         self._inbox.put(_Command("add", seq=seq, callback=callback))
         return rid
 
-    def abort(self, rid: int) -> None:
-        self._inbox.put(_Command("abort", rid=rid))
+    def abort(self, rid: int, reason: str = "abort") -> None:
+        """End request ``rid`` early: ``abort`` (client gone) or ``stop`` (a stop string seen by the caller)."""
+        self._inbox.put(_Command("abort", rid=rid, reason=reason))
 
     def iterations(self) -> list[Iteration]:
         return list(self.log)
@@ -180,25 +203,39 @@ class Engine:
             self._callbacks[cmd.seq.rid] = cmd.callback
             self.scheduler.add(cmd.seq)
         elif cmd.kind == "abort":
-            seq = self.scheduler.abort(cmd.rid)
+            seq = self.scheduler.abort(cmd.rid, cmd.reason)
             cb = self._callbacks.pop(cmd.rid, None)
             if seq is not None:
-                self.metrics.finished.labels("abort").inc()
+                self._finished(seq, time.monotonic())
                 if cb is not None:
-                    self.dispatch([(cb, Event(None, "abort", len(seq.prompt), len(seq.out)))])
+                    self.dispatch([(cb, Event(None, cmd.reason, len(seq.prompt), len(seq.out)))])
+            self._gauges()
 
     def _pass(self, plan: Plan) -> None:
         t0 = time.perf_counter()
-        sampled = self.runner.step(plan)
-        got = self.scheduler.apply(plan, sampled)
+        now = time.monotonic()
+        for c in plan.chunks:
+            if c.seq.scheduled_s is None:
+                c.seq.scheduled_s = now
+        step = getattr(self.runner, "sample", None)
+        sampled = step(plan) if step is not None else None
+        ids = sampled.ids if sampled is not None else self.runner.step(plan)
+        got = self.scheduler.apply(plan, ids)
+        now = time.monotonic()
         events = []
+        prompt_lps = sampled.prompt_logprobs if sampled is not None else {}
+        scored = bool(prompt_lps or (sampled is not None and sampled.logprobs))
         for s in got:
+            if prompt_lps:
+                s.prompt_lp += prompt_lps.get(s.rid, [])
+            self._timing(s, now)
             cb = self._callbacks.get(s.rid)
             if s.finish_reason is not None:
                 self._callbacks.pop(s.rid, None)
-                self.metrics.finished.labels(s.finish_reason).inc()
+                self._finished(s, now)
             if cb is not None:
-                events.append((cb, Event(s.out[-1], s.finish_reason, len(s.prompt), len(s.out))))
+                events.append((cb, self._event(s, sampled) if scored else
+                               Event(s.out[-1], s.finish_reason, len(s.prompt), len(s.out), None, s.stop_reason)))
         self.dispatch(events)
         seconds = time.perf_counter() - t0
         self.log.append(Iteration(plan.kind, len(plan.decode), plan.prefill_tokens, len(plan.chunks), seconds))
@@ -207,20 +244,56 @@ class Engine:
         m.iteration_s.observe(seconds)
         m.prompt_tokens.inc(plan.prefill_tokens)
         m.generation_tokens.inc(len(got))
+        m.vllm.prompt_tokens += plan.prefill_tokens
+        m.vllm.generation_tokens += len(got)
+        m.vllm.iteration_tokens.observe(plan.prefill_tokens + len(plan.decode))
         self._gauges()
+
+    @staticmethod
+    def _event(s: Seq, sampled: Any) -> Event:
+        """The event of ``s``'s new token (with its log-probs, and the prompt's with the first token)."""
+        lp = sampled.logprobs.get(s.rid) if sampled is not None else None
+        plp = tuple(s.prompt_lp) if s.prompt_logprobs is not None and len(s.out) == 1 else None
+        return Event(s.out[-1], s.finish_reason, len(s.prompt), len(s.out), stop_reason=s.stop_reason,
+                     logprob=lp, prompt_logprobs=plp)
+
+    def _timing(self, s: Seq, now: float) -> None:
+        """TTFT at the first token, the gap since the previous one at every later token."""
+        v = self.metrics.vllm
+        if s.first_token_s is None:
+            s.first_token_s = now
+            v.ttft.observe(now - s.arrival_s)
+        elif s.last_token_s is not None:
+            v.itl.observe(now - s.last_token_s)
+        s.last_token_s = now
+
+    def _finished(self, s: Seq, now: float) -> None:
+        """Count a finished (or aborted) request; its phase times when it got a token."""
+        reason = s.finish_reason or "abort"
+        self.metrics.finished.labels(reason).inc()
+        times = None
+        if s.first_token_s is not None and s.scheduled_s is not None:
+            last = s.last_token_s if s.last_token_s is not None else now
+            times = RequestTimes(e2e_s=last - s.arrival_s, queue_s=s.scheduled_s - s.arrival_s,
+                                 prefill_s=s.first_token_s - s.scheduled_s, decode_s=last - s.first_token_s,
+                                 prompt_tokens=len(s.prompt), generation_tokens=len(s.out), max_tokens=s.max_tokens)
+        self.metrics.vllm.finished(reason, times)
 
     def _gauges(self) -> None:
         m, s = self.metrics, self.scheduler
-        m.running.set(len(s.running))
-        m.waiting.set(len(s.waiting))
-        m.kv_usage.set(s.kv_usage)
-        m.slots_used.set(len(s.running))
+        running, waiting, usage = len(s.running), len(s.waiting), s.kv_usage
+        m.running.set(running)
+        m.waiting.set(waiting)
+        m.kv_usage.set(usage)
+        m.slots_used.set(running)
+        m.vllm.running, m.vllm.waiting, m.vllm.kv_usage = running, waiting, usage
 
     def _fail(self, message: str) -> None:
         events = []
         self.error = message
         for rid, cb in list(self._callbacks.items()):
             self.metrics.finished.labels("error").inc()
+            self.metrics.vllm.success["error"] += 1
             events.append((cb, Event(None, "error", 0, 0, error=message)))
             self._callbacks.pop(rid, None)
         self.dispatch(events)

@@ -1,136 +1,49 @@
-"""The OpenAI-compatible HTTP API of ``gpumatch serve`` (aiohttp.web).
+"""The OpenAI-compatible HTTP API of ``gpumatch serve`` (aiohttp.web), shaped as vLLM's OpenAI server.
 
 Routes (request and response shapes as in https://platform.openai.com/docs/api-reference/completions and
-.../chat, streaming as server-sent events ``data: {json}`` ending with ``data: [DONE]``):
+.../chat and vLLM's extensions; streaming as server-sent events ``data: {json}`` ending with ``data: [DONE]``):
 
-- ``POST /v1/completions``: ``prompt`` (text, or a list of token ids, or a one-element list of either),
-  ``max_tokens`` (default 16, as OpenAI's), ``stream``, ``stream_options.include_usage``, ``ignore_eos`` (vLLM's
-  extension); ``n`` must be 1. Sampling is greedy: ``temperature``, ``top_p`` and the like are accepted and
-  ignored.
-- ``POST /v1/chat/completions``: ``messages`` (role + text content; the prompt is the words of
-  ``"<role>: <content>"`` of each message), ``max_completion_tokens`` or ``max_tokens`` (default: what the model
-  length leaves).
-- ``GET /v1/models``, ``GET /health`` (503 once the engine failed), ``GET /metrics`` (Prometheus text),
-  ``GET /gpumatch/info`` (what was built), ``GET /gpumatch/iterations`` (the recent passes),
+- ``POST /v1/completions`` and ``POST /v1/chat/completions``: fields and checks in :mod:`.protocol`; ``stop``,
+  ``stop_token_ids``, ``min_tokens``, ``logprobs`` / ``top_logprobs``, ``echo`` as :mod:`.responses` renders them;
+- ``GET /v1/models`` and ``GET /v1/models/{id}`` (vLLM's model card: ``root``, ``parent``, ``max_model_len``,
+  ``permission``), ``POST /tokenize``, ``POST /detokenize``, ``GET /version``, ``GET /health`` (503 once the
+  engine failed), ``GET|POST /ping``, ``GET /metrics`` (Prometheus text, :mod:`.metrics`);
+- ``GET /gpumatch/info`` (what was built), ``GET /gpumatch/iterations`` (the recent passes),
   ``GET /gpumatch/telemetry?since=UNIX_S`` (GPU samples, when the server has them).
 
-Bad bodies are HTTP 400 with OpenAI's error object ``{"error": {"message", "type": "invalid_request_error",
-"param", "code"}}``; an unknown model is 404. ``usage`` counts tokens as the codec of
-:mod:`gpumatch.bench.server.tokens` does (words, or the weights folder's tokenizer).
+Every error is vLLM's JSON body (:func:`gpumatch.bench.server.protocol.error_body`): bad requests 400, an unknown
+model or path 404, a wrong method 405 (a middleware turns aiohttp's own 404/405/413 into it). A client that goes
+away mid-request is noticed at the next write (streams) or within :data:`POLL_S` (whole responses): its request is
+aborted, its KV slot freed, and one debug line logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 from aiohttp import web
 
 from gpumatch.bench.server import tokens
-from gpumatch.bench.server.engine import Engine, Event
+from gpumatch.bench.server.engine import Engine, Event, Options
+from gpumatch.bench.server.protocol import BadRequest, Job, chat_ids, error_body, parse
+from gpumatch.bench.server.responses import CompletionLogprobs, Delta, Output, chat_logprobs
 
 TelemetryFn = Callable[[float | None], dict[str, Any]]
 ENGINE_KEY = web.AppKey("engine", Engine)
-
-
-class BadRequest(Exception):
-    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
-        super().__init__(message)
-        self.param, self.status = param, status
-
-
-@dataclass(frozen=True)
-class Job:
-    """A parsed request."""
-
-    prompt: list[int]
-    max_tokens: int
-    stream: bool
-    include_usage: bool
-    ignore_eos: bool
-    chat: bool
+POLL_S = 0.5
+"""How often a whole (non-streamed) response checks that its client is still connected, seconds."""
+log = logging.getLogger("gpumatch.serve")
 
 
 def _error(message: str, status: int = 400, param: str | None = None) -> web.Response:
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
-    return web.json_response(body, status=status)
-
-
-def _int(body: dict[str, Any], name: str, default: int | None) -> int | None:
-    v = body.get(name, default)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise BadRequest(f"{name} must be an integer, not {v!r}", name)
-    return v
-
-
-def _bool(body: dict[str, Any], name: str) -> bool:
-    v = body.get(name, False)
-    if v is None:
-        return False
-    if not isinstance(v, bool):
-        raise BadRequest(f"{name} must be true or false, not {v!r}", name)
-    return v
-
-
-def _prompt_ids(prompt: Any, vocab: int, codec: tokens.Codec) -> list[int]:
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
-        prompt = prompt[0]
-    if isinstance(prompt, str):
-        return codec.encode(prompt)
-    if isinstance(prompt, list):
-        try:
-            return tokens.check_ids(prompt, vocab)
-        except ValueError as e:
-            raise BadRequest(str(e), "prompt") from e
-    raise BadRequest("prompt must be a string or a list of token ids (one prompt per request)", "prompt")
-
-
-def _chat_ids(messages: Any, codec: tokens.Codec) -> list[int]:
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("messages must be a non-empty list", "messages")
-    words: list[int] = []
-    for m in messages:
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise BadRequest("each message needs a role and a content", "messages")
-        content = m.get("content")
-        if isinstance(content, list):
-            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        if not isinstance(content, str):
-            raise BadRequest("message content must be text", "messages")
-        words += codec.encode(f"{m['role']}: {content}")
-    return words
-
-
-def parse(body: Any, chat: bool, vocab: int, max_model_len: int, model: str,
-          codec: tokens.Codec | None = None) -> Job:
-    """The job of a request body; :class:`BadRequest` for anything this server cannot do. ``codec``: how text
-    becomes ids (default: words as tokens)."""
-    codec = codec if codec is not None else tokens.WordCodec(vocab)
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
-    name = body.get("model")
-    if name is not None and name != model:
-        raise BadRequest(f"The model `{name}` does not exist (this server serves `{model}`)", "model", 404)
-    if _int(body, "n", 1) != 1:
-        raise BadRequest("n must be 1", "n")
-    ids = _chat_ids(body.get("messages"), codec) if chat else _prompt_ids(body.get("prompt"), vocab, codec)
-    default = max(max_model_len - len(ids), 1) if chat else 16
-    max_tokens = _int(body, "max_completion_tokens", None) if chat else None
-    max_tokens = max_tokens if max_tokens is not None else _int(body, "max_tokens", default)
-    opts = body.get("stream_options") or {}
-    if not isinstance(opts, dict):
-        raise BadRequest("stream_options must be an object", "stream_options")
-    return Job(ids, default if max_tokens is None else max_tokens, _bool(body, "stream"),
-               bool(opts.get("include_usage")),
-               _bool(body, "ignore_eos"), chat)
+    return web.json_response(error_body(message, status, param), status=status)
 
 
 class _Request:
@@ -141,89 +54,178 @@ class _Request:
         self.queue: asyncio.Queue[Event] = asyncio.Queue()
         self.engine, self.job = engine, job
         self.done = False
-        self.rid = engine.submit(job.prompt, job.max_tokens, job.ignore_eos, self._from_engine)
+        opts = Options(job.ignore_eos, job.stop_token_ids, job.min_tokens, job.logprobs,
+                       job.logprobs if job.echo and job.logprobs is not None else None)
+        self.rid = engine.submit(job.prompt, job.max_tokens, job.ignore_eos, self.queue.put_nowait, opts)
 
-    def _from_engine(self, ev: Event) -> None:
-        """Runs on the event loop (the engine's dispatch hands each pass's events over at once)."""
-        self.queue.put_nowait(ev)
-
-    async def events(self) -> Any:
+    async def events(self, alive: Callable[[], bool] | None = None) -> AsyncIterator[Event]:
+        """The request's events until its last. With ``alive``: checked before each event and every
+        :data:`POLL_S` while none comes; the events stop early (the caller's ``close`` aborts the request) once
+        it is false."""
         while not self.done:
-            ev = await self.queue.get()
+            if alive is not None and not alive():
+                log.debug("client gone; request %d aborted", self.rid)
+                return
+            if alive is None or not self.queue.empty():
+                ev = await self.queue.get()
+            else:
+                try:
+                    ev = await asyncio.wait_for(self.queue.get(), POLL_S)
+                except TimeoutError:
+                    continue
             self.done = ev.finish_reason is not None
             yield ev
+
+    def stop(self) -> None:
+        """A stop string ended the output: end the request in the engine as ``stop``."""
+        if not self.done:
+            self.done = True
+            self.engine.abort(self.rid, "stop")
 
     def close(self) -> None:
         if not self.done:
             self.engine.abort(self.rid)
 
 
-def _chunk(job: Job, rid: str, model: str, created: int, text: str | None, finish: str | None,
-           role: bool = False) -> dict[str, Any]:
-    if job.chat:
-        delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
-        if text is not None:
-            delta["content"] = text
-        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [choice]}
-    return {"id": rid, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}]}
+class _Render:
+    """The JSON of one response: ids, chunks and whole bodies for a completion or a chat job."""
+
+    def __init__(self, job: Job, model: str, codec: tokens.Codec) -> None:
+        self.job, self.model, self.codec = job, model, codec
+        self.rid = ("chatcmpl-" if job.chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.object = "chat.completion" if job.chat else "text_completion"
+        self.lp = CompletionLogprobs(codec)
+
+    def _logprobs(self, d: Delta) -> Any:
+        if self.job.logprobs is None:
+            return None
+        return chat_logprobs(self.codec, d.logprobs) if self.job.chat else self.lp.add(d.logprobs)
+
+    def chunk(self, d: Delta | None, role: bool = False) -> dict[str, Any]:
+        """A stream chunk of ``d`` (None: the chat's opening chunk with the role)."""
+        choice: dict[str, Any] = {"index": 0, "logprobs": self._logprobs(d) if d else None,
+                                  "finish_reason": d.finish_reason if d else None}
+        if d is not None and d.finish_reason is not None:
+            choice["stop_reason"] = d.stop_reason
+        if self.job.chat:
+            choice["delta"] = {"role": "assistant", "content": ""} if role else {"content": d.text if d else ""}
+        else:
+            choice["text"] = d.text if d else ""
+        obj = "chat.completion.chunk" if self.job.chat else "text_completion"
+        return {"id": self.rid, "object": obj, "created": self.created, "model": self.model, "choices": [choice]}
+
+    def usage_chunk(self, usage: dict[str, int]) -> dict[str, Any]:
+        return {**self.chunk(None), "choices": [], "usage": usage}
+
+    def whole(self, d: Delta, usage: dict[str, int]) -> dict[str, Any]:
+        """The body of a whole response whose deltas were merged into ``d``."""
+        choice: dict[str, Any] = {"index": 0, "logprobs": self._logprobs(d), "finish_reason": d.finish_reason,
+                                  "stop_reason": d.stop_reason}
+        if self.job.chat:
+            choice["message"] = {"role": "assistant", "content": d.text}
+        else:
+            choice["text"] = d.text
+        return {"id": self.rid, "object": self.object, "created": self.created, "model": self.model,
+                "choices": [choice], "usage": usage}
 
 
-def _usage(ev: Event) -> dict[str, int]:
-    return {"prompt_tokens": ev.prompt_tokens, "completion_tokens": ev.completion_tokens,
-            "total_tokens": ev.prompt_tokens + ev.completion_tokens}
+def _alive(request: web.Request) -> Callable[[], bool]:
+    def alive() -> bool:
+        t = request.transport
+        return t is not None and not t.is_closing()
+    return alive
 
 
 async def _stream(request: web.Request, req: _Request, model: str, codec: tokens.Codec) -> web.StreamResponse:
-    job = req.job
-    rid = ("chatcmpl-" if job.chat else "cmpl-") + uuid.uuid4().hex
-    created = int(time.time())
+    job, out = req.job, Output(req.job, codec)
+    r = _Render(job, model, codec)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
 
     async def send(obj: Any) -> None:
         await resp.write(f"data: {json.dumps(obj, separators=(',', ':'))}\n\n".encode())
 
-    if job.chat:
-        await send(_chunk(job, rid, model, created, None, None, role=True))
-    async for ev in req.events():
-        if ev.error is not None:
-            await send({"error": {"message": ev.error, "type": "server_error", "param": None, "code": None}})
-            break
-        text = codec.decode_one(ev.token) if ev.token is not None else ""
-        await send(_chunk(job, rid, model, created, text, ev.finish_reason))
-        if ev.finish_reason is not None and job.include_usage:
-            usage = {"id": rid, "object": _chunk(job, rid, model, created, None, None)["object"],
-                     "created": created, "model": model, "choices": [], "usage": _usage(ev)}
-            await send(usage)
-    await resp.write(b"data: [DONE]\n\n")
-    await resp.write_eof()
+    try:
+        if job.chat:
+            await send(r.chunk(None, role=True))
+        async for ev in req.events():
+            if ev.error is not None:
+                await send(error_body(ev.error, 500))
+                break
+            d = out.add(ev)
+            if out.stopped_by_string:
+                req.stop()
+            await send(r.chunk(d))
+            if d.finish_reason is not None:
+                if job.include_usage:
+                    await send(r.usage_chunk(out.usage()))
+                break
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+    except ConnectionResetError:
+        log.debug("client closed the stream of request %d; aborted", req.rid)
     return resp
 
 
-async def _whole(req: _Request, model: str, codec: tokens.Codec) -> web.Response:
-    job = req.job
-    text: list[str] = []
-    last: Event | None = None
-    async for ev in req.events():
+async def _whole(request: web.Request, req: _Request, model: str, codec: tokens.Codec) -> web.Response:
+    job, out = req.job, Output(req.job, codec)
+    merged = Delta("")
+    async for ev in req.events(_alive(request)):
         if ev.error is not None:
             return _error(ev.error, 500)
-        if ev.token is not None:
-            text.append(codec.decode_one(ev.token))
-        last = ev
-    assert last is not None
-    rid = ("chatcmpl-" if job.chat else "cmpl-") + uuid.uuid4().hex
-    out = "".join(text)
-    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": last.finish_reason}
-    if job.chat:
-        choice["message"] = {"role": "assistant", "content": out}
-    else:
-        choice["text"] = out
-    return web.json_response({"id": rid, "object": "chat.completion" if job.chat else "text_completion",
-                              "created": int(time.time()), "model": model, "choices": [choice],
-                              "usage": _usage(last)})
+        d = out.add(ev)
+        merged.text += d.text
+        merged.logprobs += d.logprobs
+        merged.finish_reason, merged.stop_reason = d.finish_reason, d.stop_reason
+        if out.stopped_by_string:
+            req.stop()
+        if d.finish_reason is not None:
+            break
+    if merged.finish_reason is None:  # client gone: nobody reads this
+        return _error("the client closed the connection", 400)
+    return web.json_response(_Render(job, model, codec).whole(merged, out.usage()))
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own 404 / 405 / 413 as vLLM-shaped JSON errors."""
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        msg = {404: f"Not Found: no route for {request.method} {request.path}",
+               405: f"Method Not Allowed: {request.method} {request.path}"}.get(e.status, e.reason)
+        headers = {"Allow": e.headers["Allow"]} if "Allow" in e.headers else None
+        return web.json_response(error_body(msg, e.status), status=e.status, headers=headers)
+
+
+def model_card(engine: Engine, created: int) -> dict[str, Any]:
+    """vLLM's ``ModelCard`` of the served model (``root``: the served name; no parent: no adapters)."""
+    name = engine.info.model
+    perm = {"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission", "created": created,
+            "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+            "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False, "organization": "*",
+            "group": None, "is_blocking": False}
+    return {"id": name, "object": "model", "created": created, "owned_by": "gpumatch", "root": name,
+            "parent": None, "max_model_len": engine.scheduler.max_model_len, "permission": [perm]}
+
+
+def _version() -> str:
+    import gpumatch
+
+    return str(gpumatch.__version__)
+
+
+async def _json_body(request: web.Request) -> Any:
+    try:
+        return await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadRequest(f"the body is not valid JSON ({e})") from e
 
 
 def make_app(engine: Engine, telemetry: TelemetryFn | None = None,
@@ -232,26 +234,32 @@ def make_app(engine: Engine, telemetry: TelemetryFn | None = None,
     as tokens, :mod:`gpumatch.bench.server.tokens`)."""
     model = engine.info.model
     vocab = int(engine.runner.model.s.vocab)
-    codec = codec if codec is not None else tokens.WordCodec(vocab)
-    app = web.Application(client_max_size=16 * 2**20)
+    max_len = engine.scheduler.max_model_len
+    text_codec: tokens.Codec = codec if codec is not None else tokens.WordCodec(vocab)
+    created = int(time.time())
+    app = web.Application(client_max_size=16 * 2**20, middlewares=[json_errors])
     app[ENGINE_KEY] = engine
 
+    def refusing(fn: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            try:
+                return await fn(request)
+            except BadRequest as e:
+                return _error(str(e), e.status, e.param)
+        return handler
+
     async def generate(request: web.Request, chat: bool) -> web.StreamResponse:
+        job = parse(await _json_body(request), chat, vocab, max_len, model, text_codec)
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error("the body is not valid JSON")
-        try:
-            job = parse(body, chat, vocab, engine.scheduler.max_model_len, model, codec)
             req = _Request(engine, job)
-        except BadRequest as e:
-            return _error(str(e), e.status, e.param)
         except ValueError as e:
-            return _error(str(e), 400, "prompt" if "prompt has no tokens" in str(e) else "max_tokens")
+            raise BadRequest(str(e), "max_tokens") from e
         except RuntimeError as e:
             return _error(str(e), 503)
         try:
-            return await (_stream(request, req, model, codec) if job.stream else _whole(req, model, codec))
+            if job.stream:
+                return await _stream(request, req, model, text_codec)
+            return await _whole(request, req, model, text_codec)
         finally:
             req.close()
 
@@ -262,14 +270,46 @@ def make_app(engine: Engine, telemetry: TelemetryFn | None = None,
         return await generate(request, True)
 
     async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": model, "object": "model", "created": 0, "owned_by": "gpumatch",
-             "max_model_len": engine.scheduler.max_model_len}]})
+        return web.json_response({"object": "list", "data": [model_card(engine, created)]})
+
+    async def one_model(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name != model:
+            raise BadRequest(f"The model `{name}` does not exist.", "model", 404)
+        return web.json_response(model_card(engine, created))
+
+    async def tokenize(request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        if body.get("model") not in (None, model):
+            raise BadRequest(f"The model `{body['model']}` does not exist.", "model", 404)
+        if "messages" in body:
+            ids = chat_ids(body["messages"], text_codec)
+        elif isinstance(body.get("prompt"), str):
+            ids = text_codec.encode(body["prompt"])
+        else:
+            raise BadRequest("give a prompt (a string) or messages", "prompt")
+        strs = [text_codec.decode_one(i) for i in ids] if body.get("return_token_strs") else None
+        return web.json_response({"count": len(ids), "max_model_len": max_len, "tokens": ids, "token_strs": strs})
+
+    async def detokenize(request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        ids = body.get("tokens") if isinstance(body, dict) else None
+        if not isinstance(ids, list):
+            raise BadRequest("tokens must be a list of token ids", "tokens")
+        try:
+            return web.json_response({"prompt": text_codec.decode(tokens.check_ids(ids, vocab))})
+        except ValueError as e:
+            raise BadRequest(str(e), "tokens") from e
 
     async def health(request: web.Request) -> web.Response:
         if engine.error is not None:
             return _error(f"the engine failed: {engine.error}", 503)
         return web.json_response({"status": "ok"})
+
+    async def version(request: web.Request) -> web.Response:
+        return web.json_response({"version": _version()})
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=engine.metrics.text(), headers={"Content-Type": "text/plain; version=0.0.4"})
@@ -305,8 +345,11 @@ def make_app(engine: Engine, telemetry: TelemetryFn | None = None,
 
     app.on_startup.append(hand_over)
     app.add_routes([
-        web.post("/v1/completions", completions), web.post("/v1/chat/completions", chat),
-        web.get("/v1/models", models), web.get("/health", health), web.get("/metrics", metrics),
+        web.post("/v1/completions", refusing(completions)), web.post("/v1/chat/completions", refusing(chat)),
+        web.get("/v1/models", models), web.get("/v1/models/{name:.+}", refusing(one_model)),
+        web.post("/tokenize", refusing(tokenize)), web.post("/detokenize", refusing(detokenize)),
+        web.get("/health", health), web.get("/ping", health), web.post("/ping", health),
+        web.get("/version", version), web.get("/metrics", metrics),
         web.get("/gpumatch/info", info), web.get("/gpumatch/iterations", iterations),
         web.get("/gpumatch/telemetry", tele),
     ])

@@ -26,6 +26,10 @@ write to the cache inside it could be functionalised into a copy of the whole ca
 code. A compilation failure leaves the runner eager and says why in :attr:`Runner.compile_error`.
 Sampling is greedy (argmax), done on the device; only the sampled ids come back to the host.
 
+Log-probabilities (:meth:`Runner.sample`): a pass in which some request asked for them runs eagerly; the
+log-softmax (fp32) of the rows those requests sample, and of every prompt row of a request that wants prompt
+log-probabilities (row ``p`` scores prompt token ``p + 1``), gives each wanted token's log-prob and the top-k.
+
 Positions use RoPE tables of ``max_len + 1`` entries (:func:`gpumatch.bench.llama.rope_tables`).
 """
 
@@ -40,7 +44,8 @@ import torch
 import torch.nn.functional as F
 
 from gpumatch.bench.llama import Block, Llama, rope_tables
-from gpumatch.bench.server.scheduler import Plan
+from gpumatch.bench.server.logprobs import Sampled, score, wants_logprobs
+from gpumatch.bench.server.scheduler import Plan, Seq
 
 MIN_CONTEXT_BUCKET = 16
 COMPILED_REL_L2_MAX = 2e-2
@@ -175,16 +180,22 @@ class Runner:
     # --- one pass ------------------------------------------------------------------------------
     def step(self, plan: Plan) -> dict[int, int]:
         """Run ``plan``; the sampled token of every row that samples, by request id."""
+        return self.sample(plan).ids
+
+    def sample(self, plan: Plan) -> Sampled:
+        """Run ``plan``; sampled tokens, and log-probs where a request asked (module docstring)."""
         span = self._bucket(self.batch_buckets, plan.decode_span) if plan.decode else 0
         need = max((s.kv_tokens + 1 for s in plan.decode), default=1)
         context = self._bucket(self.context_buckets, need)
+        rids = [s.rid for s in plan.decode] + [c.seq.rid for c in plan.chunks if c.completes]
         with torch.inference_mode():
+            if wants_logprobs(plan):
+                return self._eager_logprobs(plan, span, context, rids)
             if not plan.chunks and (span, context) in self.graphs:
                 ids = self._replay(plan, span, context)
             else:
-                ids = self._eager(plan, span, context)
-        rids = [s.rid for s in plan.decode] + [c.seq.rid for c in plan.chunks if c.completes]
-        return dict(zip(rids, ids, strict=True))
+                ids = self._to_host(self._forward(self._batch(plan, span, context)))
+        return Sampled(dict(zip(rids, ids, strict=True)))
 
     def _decode_inputs(self, plan: Plan, span: int) -> tuple[list[int], list[int], list[int], list[int]]:
         """Per decode row (slots 0..span-1): token, position, cache row written, length attended."""
@@ -196,7 +207,8 @@ class Runner:
             tok[s.slot], pos[s.slot], write[s.slot], length[s.slot] = s.out[-1], p, self._row(s.slot, p), p + 1
         return tok, pos, write, length
 
-    def _eager(self, plan: Plan, span: int, context: int) -> list[int]:
+    def _batch(self, plan: Plan, span: int, context: int) -> _Batch:
+        """The flat batch of an eager pass: decode rows, then each chunk's tokens (module docstring)."""
         tok, pos, write, length = self._decode_inputs(plan, span)
         chunks: list[tuple[int, int, int, int]] = []
         sample = [s.slot for s in plan.decode]
@@ -212,22 +224,47 @@ class Runner:
         def as_tensor(v: list[int]) -> torch.Tensor:
             return torch.tensor(v, device=self.dev, dtype=torch.long)
 
-        b = _Batch(as_tensor(tok), as_tensor(pos), as_tensor(write), span, context, as_tensor(length), chunks,
-                   as_tensor(sample))
-        return self._to_host(self._forward(b))
+        return _Batch(as_tensor(tok), as_tensor(pos), as_tensor(write), span, context, as_tensor(length), chunks,
+                      as_tensor(sample))
+
+    def _eager_logprobs(self, plan: Plan, span: int, context: int, rids: list[int]) -> Sampled:
+        """An eager pass that also scores: the sampled rows of requests that asked and their prompt rows."""
+        b = self._batch(plan, span, context)
+        x = self._hidden(b)
+        samplers = [*plan.decode, *(c.seq for c in plan.chunks if c.completes)]
+        rows = cast(list[int], b.sample_rows.tolist())
+        want: list[tuple[Seq, int, int | None]] = [(s, rows[i], None) for i, s in enumerate(samplers)
+                                                   if s.logprobs is not None]
+        for (off, _, start, t), c in zip(b.chunks, plan.chunks, strict=True):
+            if c.seq.prompt_logprobs is not None:  # row of position p scores prompt[p + 1]
+                last = min(start + t, len(c.seq.prompt) - 1)
+                want += [(c.seq, off + p - start, c.seq.prompt[p + 1]) for p in range(start, last)]
+        m = self.model
+        ids = self._to_host(m.head(m.norm(x.index_select(0, b.sample_rows))).argmax(dim=-1))
+        out = Sampled(dict(zip(rids, ids, strict=True)))
+        if want:
+            sel = torch.tensor([r for _, r, _ in want], device=self.dev, dtype=torch.long)
+            logp = torch.log_softmax(m.head(m.norm(x.index_select(0, sel))).float(), dim=-1)
+            score(out, logp, want)
+        return out
 
     def _forward(self, b: _Batch) -> torch.Tensor:
         """Greedy next token of each of ``b.sample_rows``."""
         m = self.model
-        x = m.embed(b.tokens)
+        h = m.norm(self._hidden(b).index_select(0, b.sample_rows))
+        return m.head(h).argmax(dim=-1)
+
+    def _hidden(self, b: _Batch) -> torch.Tensor:
+        """The last layer's output of every row of ``b`` (n, hidden), before the final norm."""
+        m = self.model
+        x: torch.Tensor = m.embed(b.tokens)
         cos_sin = self.rope.index_select(1, b.positions).unsqueeze(2)  # (2, n, 1, D)
         mask = None
         if b.span:
             mask = (torch.arange(b.context, device=self.dev)[None, :] < b.lengths[:, None]).view(b.span, 1, 1, -1)
         for i, layer in enumerate(m.layers):
             x = self._layer(cast(Block, layer), i, x, cos_sin, b, mask)
-        h = m.norm(x.index_select(0, b.sample_rows))
-        return m.head(h).argmax(dim=-1)
+        return x
 
     def _layer(self, block: Block, i: int, x: torch.Tensor, cos_sin: torch.Tensor, b: _Batch,
                mask: torch.Tensor | None) -> torch.Tensor:

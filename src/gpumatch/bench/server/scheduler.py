@@ -12,8 +12,9 @@ iteration-level scheduling, Yu et al., OSDI 2022):
    (decode rows), then prompt chunks, FCFS: first the admitted sequences still in prefill, then newly admitted
    ones, each chunk as long as the budget ``max_num_batched_tokens - decode rows`` still allows.
 3. The pass that computes a prompt's last chunk samples its first output token; each later pass one more.
-   A sequence finishes at ``max_tokens`` output tokens, or at the EOS id (when it has one and the request does
-   not ``ignore_eos``); its slot is free for the next iteration's admission.
+   A sequence finishes at ``max_tokens`` output tokens (``length``), or ``stop`` at the EOS id (when it has one
+   and the request does not ``ignore_eos``) or at one of its ``stop_ids`` (vLLM's ``stop_token_ids``), neither
+   before ``min_tokens`` outputs; its slot is free for the next iteration's admission.
 
 The slot taken is always the lowest free one, so the occupied slots stay packed at the low end (the decode batch
 is the slot range up to the highest decoding slot, :attr:`Plan.decode_span`).
@@ -25,6 +26,16 @@ import heapq
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """The natural-log probability of one token and the ``k`` most likely ids at its position (id, log-prob),
+    most likely first (vLLM's ``Logprob`` entries)."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass
@@ -41,6 +52,23 @@ class Seq:
     """Prompt tokens whose K/V are in the cache."""
     out: list[int] = field(default_factory=list)
     finish_reason: str | None = None
+    stop_ids: frozenset[int] = frozenset()
+    """Token ids that end the request with ``stop`` (the EOS id aside)."""
+    min_tokens: int = 0
+    """Outputs before which neither EOS nor a stop id ends the request."""
+    logprobs: int | None = None
+    """Top-k log-probabilities wanted with each output token (0: only the sampled one's), None: none."""
+    prompt_logprobs: int | None = None
+    """The same for every prompt token after the first (``echo`` with ``logprobs``)."""
+    stop_reason: int | None = None
+    """The id that ended the request with ``stop`` (None for EOS or any other reason), as vLLM's ``stop_reason``."""
+    arrival_s: float = 0.0
+    scheduled_s: float | None = None
+    """When its first prompt chunk was scheduled (end of its queue time)."""
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    prompt_lp: list[TokenLogprob] = field(default_factory=list)
+    """Log-probabilities of prompt tokens 1.. (filled chunk by chunk when ``prompt_logprobs`` is set)."""
 
     @property
     def prefilling(self) -> bool:
@@ -101,6 +129,20 @@ def check_fits(prompt_tokens: int, max_tokens: int, max_model_len: int) -> str |
     return None
 
 
+def _finish(s: Seq, tok: int) -> str | None:
+    """Why ``s`` ends with its new output ``tok``: ``length`` (``max_tokens`` reached, checked first), ``stop`` (EOS
+    unless ignored, or a stop id, kept in ``stop_reason``; not before ``min_tokens``), or None."""
+    if len(s.out) >= s.max_tokens:
+        return "length"
+    if len(s.out) >= s.min_tokens:
+        if tok in s.stop_ids:
+            s.stop_reason = tok
+            return "stop"
+        if s.eos is not None and not s.ignore_eos and tok == s.eos:
+            return "stop"
+    return None
+
+
 class Scheduler:
     """Waiting queue, slots and the per-iteration plan (module docstring). Not thread-safe: one engine thread."""
 
@@ -123,16 +165,17 @@ class Scheduler:
             raise ValueError(why)
         self.waiting.append(seq)
 
-    def abort(self, rid: int) -> Seq | None:
-        """Drop request ``rid`` (client gone): out of the queue, or its slot freed. The sequence, or None."""
+    def abort(self, rid: int, reason: str = "abort") -> Seq | None:
+        """Drop request ``rid`` (client gone: ``abort``; a stop string seen by the HTTP layer: ``stop``): out of the
+        queue, or its slot freed. The sequence, or None."""
         for s in self.waiting:
             if s.rid == rid:
                 self.waiting.remove(s)
-                s.finish_reason = "abort"
+                s.finish_reason = reason
                 return s
         for s in self.running:
             if s.rid == rid:
-                s.finish_reason = "abort"
+                s.finish_reason = reason
                 self._release(s)
                 return s
         return None
@@ -174,10 +217,7 @@ class Scheduler:
             tok = sampled[s.rid]
             s.out.append(tok)
             got.append(s)
-            if len(s.out) >= s.max_tokens:
-                s.finish_reason = "length"
-            elif s.eos is not None and not s.ignore_eos and tok == s.eos:
-                s.finish_reason = "stop"
+            s.finish_reason = _finish(s, tok)
             if s.finish_reason is not None:
                 self._release(s)
         return got

@@ -15,6 +15,7 @@ character split over tokens may come out as replacement characters, one token pe
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,14 +47,22 @@ def decode_one(token: int) -> str:
     return f" t{token}"
 
 
+_WORD = re.compile(r"\s*\S+")
+
+
 class Codec(Protocol):
-    """Text to ids and one id to text, as the HTTP layer uses them."""
+    """Text to ids and ids to text, as the HTTP layer uses them. ``pieces(text)``: the text of each token of
+    ``encode(text)``, in order (the ``tokens`` of echoed prompt log-probs)."""
 
     name: str
 
     def encode(self, text: str) -> list[int]: ...
 
     def decode_one(self, token: int) -> str: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def pieces(self, text: str) -> list[str]: ...
 
 
 class WordCodec:
@@ -69,6 +78,14 @@ class WordCodec:
 
     def decode_one(self, token: int) -> str:
         return decode_one(token)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Generated-token text of each id, joined (a word's id does not give the word back)."""
+        return "".join(decode_one(i) for i in ids)
+
+    def pieces(self, text: str) -> list[str]:
+        """Each word with the whitespace before it (they join back to ``text`` less its trailing space)."""
+        return _WORD.findall(text)
 
 
 class TokenizerCodec:
@@ -93,3 +110,9 @@ class TokenizerCodec:
 
     def decode_one(self, token: int) -> str:
         return str(self._tok.decode([token], skip_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self._tok.decode(list(ids), skip_special_tokens=False))
+
+    def pieces(self, text: str) -> list[str]:
+        return [self.decode_one(i) for i in self.encode(text)]
