@@ -4,10 +4,11 @@ the SLO search's answer and the formulas. Computes nothing new: the numbers come
 
 from __future__ import annotations
 
-import sys
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from gpumatch.report.progress import BarOrLines
 from gpumatch.report.render import Column, to_csv, to_table, wrap_block
 
 FORMULA_LINES = (
@@ -94,10 +95,60 @@ def serve_csv(doc: dict[str, Any]) -> str:
     return to_csv([{k: lv.get(k) for k in CSV_KEYS} for lv in doc["levels"]], list(CSV_KEYS))
 
 
-def progress(phase: str, text: str) -> None:
-    """Plain progress lines on stderr (the load generator's event loop must not share a terminal redraw)."""
-    if phase == "done":
-        return
-    words = {"probe": "asking the server at", "selftest": "client self-test:", "level": "measuring"}
-    sys.stderr.write(f"gpumatch: {words.get(phase, phase)} {text}\n")
-    sys.stderr.flush()
+class ServeProgress(BarOrLines):
+    """``progress(phase, text, done, total, requests)`` of :func:`gpumatch.lab.loadgen.bench.run_serve_bench`: on
+    a terminal (stderr) a transient rich bar per level and phase (label, requests or seconds done of total, elapsed
+    seconds), redrawn at most every ``interval_s`` so the terminal costs the load generator's event loop little;
+    otherwise (a pipe, a file, or ``bars=False`` as ``--format json`` asks) one plain ``gpumatch: ...`` line per
+    phase, never one per request."""
+
+    WORDS: ClassVar[dict[str, str]] = {"probe": "asking the server at", "selftest": "client self-test:",
+                                       "level": "measuring"}
+
+    def __init__(self, stream: Any = None, bars: bool = True, interval_s: float = 0.1) -> None:
+        super().__init__(stream)
+        self.bars = bars and self.tty
+        self.interval_s = interval_s
+        self._last = 0.0
+        self._key: tuple[str, str] = ("", "")
+
+    def __call__(self, phase: str, text: str, done: int = 0, total: int = 0, requests: int = 0) -> None:
+        if phase == "done":
+            self.close()
+        elif phase in ("warmup", "requests", "seconds"):
+            self._count(phase, text, done, total, requests)
+        else:
+            self.close()
+            self.line(f"{self.WORDS.get(phase, phase)} {text}")
+
+    def _count(self, phase: str, label: str, done: int, total: int, requests: int) -> None:
+        if not self.bars:
+            if phase == "warmup" and done == 0:
+                self.line(f"warming up {label}: {total} requests (not measured)")
+            return
+        now = time.monotonic()
+        if (phase, label) != self._key:
+            self.close()  # a new bar per level and phase
+            self._key = (phase, label)
+        elif done not in (0, total) and now - self._last < self.interval_s:
+            return
+        self._last = now
+        unit = {"seconds": f"s, {requests} requests", "warmup": "warm-up"}.get(phase, "requests")
+        self.bar(label, done, total, _unit_elapsed(), unit=unit)
+
+
+def _unit_elapsed() -> Any:
+    """A rich column: the unit of done/total, then the bar's elapsed seconds."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
+
+    class UnitElapsed(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(f"{task.fields.get('unit', '')} {int(task.elapsed or 0)} s")
+
+    return UnitElapsed()
+
+
+def progress(phase: str, text: str, done: int = 0, total: int = 0, requests: int = 0) -> None:
+    """Plain progress lines on stderr (for callers without a context; :class:`ServeProgress` is the command's)."""
+    ServeProgress(bars=False)(phase, text, done, total, requests)
