@@ -15,11 +15,14 @@ FORMULA_LINES = (
     "TTFT = first chunk - scheduled send; E2E = end - scheduled send (no coordinated omission)",
     "TPOT = (E2E - TTFT) / (output tokens - 1), tokens from the server's usage; ITL = gaps between chunks",
     "p50/p90/p99 only from 2/10/100 samples or more ('-' below); req/s = completed / duration",
+    "in flight = mean (time-weighted: sum(end - sent) / duration) / max requests between send and end",
 )
 CSV_KEYS = ("level", "label", "phase", "completed", "failed", "request_throughput", "output_throughput",
             "request_goodput", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms",
             "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms", "p99_client_lag_ms", "output_len_mismatches",
-            "client_bound", "client_checked")
+            "client_bound", "client_checked", "incomplete", "mean_in_flight_requests", "max_in_flight_requests",
+            "warmup_requests", "prompt_len_mismatches", "mean_prompt_tokens_requested", "mean_prompt_tokens_server",
+            "duration_limit_s", "burstiness")
 
 
 def _ms(v: Any) -> str:
@@ -41,18 +44,25 @@ def _ratio(lv: dict[str, Any]) -> str:
     return "-" if r is None else f"{r:.2f}"
 
 
+def _in_flight(lv: dict[str, Any]) -> str:
+    mean, peak = lv.get("mean_in_flight_requests"), lv.get("max_in_flight_requests")
+    return "-" if mean is None else f"{mean:.3g}/{peak}"
+
+
 def level_rows(levels: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"level": lv["label"], "ok/fail": f"{lv['completed']}/{lv['failed']}",
              "req/s": _num(lv.get("request_throughput")), "tok/s": _num(lv.get("output_throughput")),
              "ttft p50/p99 ms": f"{_ms(lv.get('median_ttft_ms'))}/{_ms(lv.get('p99_ttft_ms'))}",
              "tpot ms": _ms(lv.get("mean_tpot_ms")), "itl p99": _ms(lv.get("p99_itl_ms")),
-             "e2e p99": _ms(lv.get("p99_e2el_ms")), "meas/pred": _ratio(lv), "client": _client(lv)}
+             "e2e p99": _ms(lv.get("p99_e2el_ms")), "in flight": _in_flight(lv), "meas/pred": _ratio(lv),
+             "client": _client(lv)}
             for lv in levels]
 
 
 COLUMNS = [Column("level", wrap=False), Column("ok/fail", wrap=False), Column("req/s", align="right"),
            Column("tok/s", align="right"), Column("ttft p50/p99 ms", wrap=False), Column("tpot ms", align="right"),
            Column("itl p99", align="right", drop=2), Column("e2e p99", align="right", drop=3),
+           Column("in flight", align="right", wrap=False, drop=4),
            Column("meas/pred", "tok/s meas/pred", align="right", drop=1), Column("client", wrap=False)]
 
 
@@ -68,6 +78,13 @@ def notes(doc: dict[str, Any]) -> list[str]:
         if lv.get("output_len_mismatches"):
             out.append(f"{lv['label']}: {lv['output_len_mismatches']} requests got another output length than "
                        "asked (server usage); the server may ignore ignore_eos/min_tokens")
+        if lv.get("prompt_len_mismatches"):
+            out.append(f"{lv['label']}: {lv['prompt_len_mismatches']} prompts arrived with another length than "
+                       f"built (server usage, mean {lv.get('mean_prompt_tokens_server') or 0:.0f} for "
+                       f"{lv.get('mean_prompt_tokens_requested') or 0:.0f} tokens): another tokenizer")
+        if lv.get("incomplete"):
+            out.append(f"{lv['label']}: {lv['incomplete']} requests still running at the end of --duration + "
+                       "--grace were cut off (incomplete: not in the figures)")
         if lv.get("errors"):
             out.append(f"{lv['label']}: errors " + ", ".join(f"{k} {v}" for k, v in lv["errors"].items()))
         if lv.get("prediction_note") and lv is doc["levels"][0]:
