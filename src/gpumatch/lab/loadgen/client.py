@@ -103,10 +103,11 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
 
 
 def parse_headers(items: list[str]) -> dict[str, str]:
-    """``--header K:V`` (repeatable; ``K=V`` as vLLM writes it is accepted too) as a dict."""
+    """``--header K:V`` (repeatable; ``K=V`` as vLLM writes it is accepted too: the first ``:`` or ``=`` ends the
+    name, since neither may appear in one) as a dict."""
     out: dict[str, str] = {}
     for item in items:
-        sep = ":" if ":" in item else "="
+        sep = min((c for c in ":=" if c in item), key=item.index, default=":")
         key, found, value = item.partition(sep)
         if not key.strip() or not found or any(c in key for c in " \t\r\n") or any(c in value for c in "\r\n"):
             raise InputError(f"--header {item!r} is not NAME:VALUE", "e.g. --header 'X-Tenant: a'")

@@ -7,7 +7,8 @@ and SGLang's / InferenceX's ``--random-range-ratio``; or sampled from a dataset 
 Prompts: ``L`` words drawn from common English words that byte-pair tokenizers (Llama 3, Qwen, GPT) encode as one
 token each with their leading space, after a per-request tag so no two prompts share a prefix (no prefix-cache
 hits). Without a tokenizer the count is approximate (one token per word); with ``--tokenizer``
-(:mod:`.tokens`) the prompt is cut to exactly ``L`` tokens of that tokenizer. Either way the server's
+(:mod:`.tokens`) the prompt is cut to exactly ``L`` tokens of that tokenizer (a prompt shorter than its tag's
+tokens is the tag cut short, so prompts of a few tokens may repeat). Either way the server's
 ``usage.prompt_tokens`` is what the results report (``total_input_tokens``), the requested count is kept beside it
 in each raw record, and the two are compared (:mod:`.usage`).
 
