@@ -73,4 +73,4 @@ def run_warnings(levels: Sequence[tuple[str, dict[str, Any]]], tokenizer: str | 
 
 
 def _n(v: float | None) -> str:
-    return "?" if v is None else f"{v:.0f}" if abs(v - round(v)) < 0.05 else f"{v:.1f}"
+    return "?" if v is None else f"{v:.0f}"
