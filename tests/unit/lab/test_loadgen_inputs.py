@@ -78,7 +78,7 @@ def test_small_vocabulary_splits_words_so_word_counts_are_wrong(tmp_path: Path) 
 
 
 def test_tokenizer_errors_are_one_line_input_errors(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no tokenizer.json at"):
+    with pytest.raises(InputError, match=r"no tokenizer\.json at"):
         load_tokenizer(tmp_path)
     bad = tmp_path / "tokenizer.json"
     bad.write_text('{"not": "a tokenizer"}')

@@ -29,7 +29,7 @@ from gpumatch.lab.loadgen.workload import arrivals, synthetic
 from gpumatch.report.serve import ServeProgress
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_loadgen_inputs import train_bpe  # noqa: E402
+from test_loadgen_inputs import train_bpe
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 
@@ -40,7 +40,7 @@ def _req(url: str, store: Path, **kw: Any) -> ServeRequest:
 
 
 def _seen(url: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"{url}/loopback/seen", timeout=10) as resp:  # noqa: S310 (loopback only)
+    with urllib.request.urlopen(f"{url}/loopback/seen", timeout=10) as resp:
         return list(json.loads(resp.read()))
 
 
