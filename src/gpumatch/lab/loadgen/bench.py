@@ -36,7 +36,7 @@ from typing import Any
 from gpumatch.errors import InputError
 from gpumatch.lab.loadgen import metrics
 from gpumatch.lab.loadgen.client import APIS, Target, target_url
-from gpumatch.lab.loadgen.inputs import Inputs, load_inputs, warmup_count
+from gpumatch.lab.loadgen.inputs import Inputs, check_load_options, load_inputs, ticker, warmup_count
 from gpumatch.lab.loadgen.metrics import RequestRecord, Slo
 from gpumatch.lab.loadgen.predict import PredictionSetup, detect_gpu, predict_level, ratios
 from gpumatch.lab.loadgen.runner import Level, run_level
@@ -201,29 +201,11 @@ def check_request(req: ServeRequest) -> None:
         raise InputError(f"--slo-attainment must be in (0, 1], got {req.attainment}")
     if req.timeout_s <= 0:
         raise InputError("--timeout must be positive")
-    _check_new(req)
+    check_load_options(req)
     from gpumatch.vocab import ENGINES
 
     if req.engine not in ENGINES:
         raise InputError(f"unknown --engine {req.engine!r}", f"one of {', '.join(ENGINES)}")
-
-
-def _check_new(req: ServeRequest) -> None:
-    from gpumatch.lab.loadgen.datasets import FORMATS
-    from gpumatch.lab.loadgen.inputs import MAX_WARMUP
-    from gpumatch.lab.loadgen.workload import check_arrival
-
-    if req.warmup is not None and not 0 <= req.warmup <= MAX_WARMUP:
-        raise InputError(f"--warmup must be 0 to {MAX_WARMUP} requests or auto, got {req.warmup}")
-    if req.duration_s is not None and not (req.duration_s > 0 and math.isfinite(req.duration_s)):
-        raise InputError(f"--duration must be a positive number of seconds, got {req.duration_s}")
-    if not (req.grace_s >= 0 and math.isfinite(req.grace_s)):
-        raise InputError(f"--grace must be 0 or more seconds, got {req.grace_s}")
-    check_arrival(1.0, req.arrival, req.burstiness)
-    if req.prompt_tolerance is not None and req.prompt_tolerance < 0:
-        raise InputError(f"--prompt-tolerance must be 0 or more tokens, got {req.prompt_tolerance}")
-    if req.dataset is not None and req.dataset_format not in FORMATS:
-        raise InputError(f"unknown dataset format {req.dataset_format!r}", "--dataset sharegpt FILE or jsonl FILE")
 
 
 def plan_levels(req: ServeRequest) -> list[Level]:
@@ -360,8 +342,8 @@ def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionS
     specs = inputs.level(level)
     warm = inputs.warmup(level, warmup_count(req.warmup, level, req.num_prompts))
     t0 = time.time()
-    run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight, _ticker(say, level, specs),
-                    warm, req.grace_s, _ticker(say, level, warm, "warmup"))
+    run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight, ticker(say, level, specs),
+                    warm, req.grace_s, ticker(say, level, warm, "warmup"))
     t1 = time.time()
     summary = {**metrics.summarize(run.records, req.slo), **usage_summary(run.records, _tolerance(req)),
                "warmup_requests": len(run.warmup), "warmup_failed": sum(not r.ok for r in run.warmup),
@@ -372,23 +354,6 @@ def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionS
     return LevelResult(level, summary, predict_level(setup, level, n), check,
                        lag_reason(run.records, req.limits), run.records, run.not_sent, run.aborted,
                        run.t0 - run_t0, joined, run.warmup)
-
-
-def _ticker(say: Progress, level: Level, specs: Any, phase: str = "requests") -> Callable[[RequestRecord], None]:
-    """The per-request progress callback: requests done of total, or seconds done of a time-limited level."""
-    done = [0]
-    total = len(specs) if isinstance(specs, list) else 0
-    if phase == "warmup" and total:
-        say("warmup", level.label, 0, total)
-
-    def tick(rec: RequestRecord) -> None:
-        done[0] += 1
-        if total:
-            say(phase, level.label, done[0], total)
-        elif level.duration_s is not None:
-            say("seconds", level.label, int(min(rec.end_s, level.duration_s)), int(level.duration_s), done[0])
-
-    return tick
 
 
 def _record(rec: Any, lv: LevelResult) -> None:

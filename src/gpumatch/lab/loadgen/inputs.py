@@ -10,16 +10,21 @@ concurrency or rate. ``--warmup auto`` (the default) sends, closed loop at ``C``
 ``min(2 C, max(C, n // 4))`` requests (every client at least once, so the server reaches its batch of ``C``; two
 each while that is at most a quarter of the level's ``n`` requests), and open loop at rate ``λ``,
 ``min(max(2, ⌈2 s × λ⌉), max(2, n // 4))`` (about two seconds of arrivals). ``--warmup 0`` turns it off.
+
+Also here: :func:`check_load_options` (the one-line refusals of these options) and :func:`ticker` (the
+per-request progress callback).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpumatch.errors import InputError
+from gpumatch.lab.loadgen.metrics import RequestRecord
 from gpumatch.lab.loadgen.runner import Level
 from gpumatch.lab.loadgen.workload import BLOCK, RequestSpec, stream, synthetic
 
@@ -83,3 +88,39 @@ def load_inputs(req: Any) -> Inputs:
     if req.dataset is not None:
         dataset = load_dataset(req.dataset_format, Path(req.dataset), req.output_tokens, counter)
     return Inputs(req.num_prompts, req.prompt_tokens, req.output_tokens, req.range_ratio, req.seed, counter, dataset)
+
+
+def check_load_options(req: Any) -> None:
+    """Refuse bad --warmup, --duration, --grace, --burstiness, --prompt-tolerance, dataset format (one line)."""
+    from gpumatch.lab.loadgen.datasets import FORMATS
+    from gpumatch.lab.loadgen.workload import check_arrival
+
+    if req.warmup is not None and not 0 <= req.warmup <= MAX_WARMUP:
+        raise InputError(f"--warmup must be 0 to {MAX_WARMUP} requests or auto, got {req.warmup}")
+    if req.duration_s is not None and not (req.duration_s > 0 and math.isfinite(req.duration_s)):
+        raise InputError(f"--duration must be a positive number of seconds, got {req.duration_s}")
+    if not (req.grace_s >= 0 and math.isfinite(req.grace_s)):
+        raise InputError(f"--grace must be 0 or more seconds, got {req.grace_s}")
+    check_arrival(1.0, req.arrival, req.burstiness)
+    if req.prompt_tolerance is not None and req.prompt_tolerance < 0:
+        raise InputError(f"--prompt-tolerance must be 0 or more tokens, got {req.prompt_tolerance}")
+    if req.dataset is not None and req.dataset_format not in FORMATS:
+        raise InputError(f"unknown dataset format {req.dataset_format!r}", "--dataset sharegpt FILE or jsonl FILE")
+
+
+def ticker(say: Callable[..., None], level: Level, specs: Any,
+           phase: str = "requests") -> Callable[[RequestRecord], None]:
+    """The per-request progress callback: requests done of total, or seconds done of a time-limited level."""
+    done = [0]
+    total = len(specs) if isinstance(specs, list) else 0
+    if phase == "warmup" and total:
+        say("warmup", level.label, 0, total)
+
+    def tick(rec: RequestRecord) -> None:
+        done[0] += 1
+        if total:
+            say(phase, level.label, done[0], total)
+        elif level.duration_s is not None:
+            say("seconds", level.label, int(min(rec.end_s, level.duration_s)), int(level.duration_s), done[0])
+
+    return tick
