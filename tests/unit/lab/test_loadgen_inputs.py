@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -227,3 +228,26 @@ def test_extra_body_and_headers_parsing() -> None:
     for bad in ("novalue", ": v", "X Y: z"):
         with pytest.raises(GpumatchError, match="is not NAME:VALUE"):
             parse_headers([bad])
+
+
+def test_time_limited_supply_is_endless_unique_and_made_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    import itertools
+
+    from gpumatch.lab.loadgen.inputs import Inputs
+
+    inputs = Inputs(12, 8, 4, 1.0, 0)
+    closed = list(itertools.islice(inputs.level(Level(0, "concurrency", 2, duration_s=5.0)), 700))
+    assert [s.index for s in closed] == list(range(700)) and len({s.prompt for s in closed}) == 700
+    made: list[int] = []
+    block = Inputs._block
+
+    def spy(self: Inputs, n: int, *a: Any) -> Any:
+        made.append(n)
+        return block(self, n, *a)
+
+    monkeypatch.setattr(Inputs, "_block", spy)
+    rate = inputs.level(Level(1, "rate", 100.0, duration_s=10.0))
+    assert made == [1266]  # 1.25 x 100/s x 10 s + 16, made before the level consumes any
+    assert len(list(itertools.islice(rate, 1500))) == 1500 and made == [1266, 256]
+    counted = inputs.level(Level(2, "concurrency", 2))
+    assert isinstance(counted, list) and len(counted) == 12

@@ -1,7 +1,10 @@
 """The requests of each level and of its warm-up: synthetic or from a dataset, with or without a tokenizer.
 
-A count-limited level gets ``num_prompts`` requests; a time-limited one (``--duration``) an endless supply generated
-in blocks (:func:`gpumatch.lab.loadgen.workload.stream`). Seeds differ per level and per block, and each synthetic
+A count-limited level gets ``num_prompts`` requests; a time-limited one (``--duration``) an endless supply: a first
+block made before the level starts, large enough for the whole level where that is known (open loop: 1.25 × rate ×
+duration + 16; closed loop: ``num_prompts``, at most :data:`MAX_HEAD`), so that making prompts (tokenizing them)
+does not hold up the sending; then blocks of :data:`~gpumatch.lab.loadgen.workload.BLOCK` made as they are needed
+(any time that costs shows up as ``client_lag``, never hidden). Seeds differ per level and per block, and each synthetic
 prompt starts with its level's tag, so no two levels share a prompt (no prefix-cache hits across levels).
 
 Warm-up (vLLM ``bench serve --num-warmups``, whose default is 0, sends that many copies of the first request under
@@ -17,8 +20,9 @@ per-request progress callback).
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 from gpumatch.errors import InputError
 from gpumatch.lab.loadgen.metrics import RequestRecord
 from gpumatch.lab.loadgen.runner import Level
-from gpumatch.lab.loadgen.workload import BLOCK, RequestSpec, stream, synthetic
+from gpumatch.lab.loadgen.workload import BLOCK, RequestSpec, synthetic
 
 if TYPE_CHECKING:
     from gpumatch.lab.loadgen.datasets import Dataset
     from gpumatch.lab.loadgen.tokens import TokenCounter
 
 MAX_WARMUP = 10_000
+MAX_HEAD = 20_000
 WARMUP_SECONDS = 2.0
 
 
@@ -60,7 +65,16 @@ class Inputs:
         tag = f"L{level.index}-"
         if level.duration_s is None:
             return self._block(self.num_prompts, seed, tag, 0)
-        return stream(BLOCK, lambda b, first: self._block(BLOCK, (*seed, b), tag, first))
+        n = self.num_prompts
+        if level.mode == "rate":
+            n = math.ceil(1.25 * level.value * level.duration_s) + 16
+        head = self._block(min(max(n, BLOCK), MAX_HEAD), (*seed, 0), tag, 0)
+
+        def tail() -> Iterator[RequestSpec]:
+            for b in itertools.count(1):
+                yield from self._block(BLOCK, (*seed, b), tag, len(head) + (b - 1) * BLOCK)
+
+        return itertools.chain(head, tail())
 
     def warmup(self, level: Level, count: int) -> list[RequestSpec]:
         """``count`` warm-up requests of the level's shape, unlike any measured prompt."""

@@ -22,7 +22,7 @@ request is scheduled at 0.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -102,14 +102,7 @@ def synthetic(n: int, prompt_tokens: int, output_tokens: int, range_ratio: float
 
 
 BLOCK = 256
-"""Requests generated at a time for a time-limited level (:func:`stream`)."""
-
-
-def stream(block: int, make: Callable[[int, int], list[RequestSpec]]) -> Iterator[RequestSpec]:
-    """An endless supply of requests for a ``--duration`` level: ``make(b, first_index)`` gives block ``b`` of
-    ``block`` requests (seeded per block, indices continuing)."""
-    for b in itertools.count():
-        yield from make(b, b * block)
+"""Requests (or arrival gaps) generated at a time for a time-limited level."""
 
 
 def check_arrival(rate_per_s: float, process: str, burstiness: float) -> None:
