@@ -67,6 +67,8 @@ def test_word_prompts_against_another_tokenizer_warn_once_with_numbers(bpe: Path
     assert served > 24  # 16 words, each several tokens of this vocabulary
     assert len(run.warnings) == 1 and run.warnings[0].startswith(f"16-token prompts arrived as {served:.0f} tokens")
     assert "12 of 12 requests at c=1" in run.warnings[0] and run.warnings[0].endswith("pass --tokenizer")
+    assert load_serve_run(tmp_path / "s.sqlite", run.run_id or 0)["warnings"] == run.warnings
+    assert run.to_json()["warnings"] == run.warnings
 
 
 def test_tokenizer_against_a_word_counting_server_names_the_tokenizer(bpe: Path, tmp_path: Path) -> None:
