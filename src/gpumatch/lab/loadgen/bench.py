@@ -341,10 +341,10 @@ def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionS
 
     specs = inputs.level(level)
     warm = inputs.warmup(level, warmup_count(req.warmup, level, req.num_prompts))
-    t0 = time.time()
     run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight, ticker(say, level, specs),
                     warm, req.grace_s, ticker(say, level, warm, "warmup"))
-    t1 = time.time()
+    t1, now = time.time(), time.perf_counter()
+    t0 = t1 - (now - run.t0) if run.t0 else t1  # the measurement's start (after the warm-up), wall clock
     summary = {**metrics.summarize(run.records, req.slo), **usage_summary(run.records, _tolerance(req)),
                "warmup_requests": len(run.warmup), "warmup_failed": sum(not r.ok for r in run.warmup),
                "warmup_s": run.warmup_s}
