@@ -14,5 +14,5 @@
 - :mod:`.bench` — :func:`run_serve_bench`, the one library call behind the command; records the run;
 - :mod:`.stored` — stored serve runs read back (``bench show``).
 
-aiohttp and tokenizers (the ``serve`` extra) are imported inside functions only: ``import gpumatch`` never needs it.
+aiohttp and tokenizers (the ``serve`` extra) are imported inside functions only: ``import gpumatch`` never needs them.
 """
