@@ -158,8 +158,13 @@ _SERVE_HELP = (
     "against a built-in loopback server runs first, so a client bottleneck is reported as such. Recorded in the "
     "results store (kind serve); --out writes JSON with vllm bench serve's field names. Exit 1 (one line) when "
     "the server goes away mid-run; what was measured is saved.\n\n"
-    "Example: gpumatch bench serve --endpoint http://localhost:8000 --model meta-llama/Llama-3.1-8B-Instruct "
-    "--concurrency 1,8,32 --prompt-tokens 512 --output-tokens 128 --gpu h100-sxm"
+    "Examples:\n\n"
+    "gpumatch bench serve --endpoint http://localhost:8000 --model meta-llama/Llama-3.1-8B-Instruct "
+    "--concurrency 1,8,32 --prompt-tokens 512 --output-tokens 128 --tokenizer ~/models/llama-3.1-8b --gpu h100-sxm"
+    "\n\n"
+    "gpumatch bench serve --endpoint http://localhost:8000 --model M --rate 4 --burstiness 0.5 --duration 120 "
+    "--dataset sharegpt ShareGPT_V3_unfiltered_cleaned_split.json --header 'X-Tenant: a' "
+    "--extra-body '{\"top_k\": 1}'"
 )
 
 
@@ -174,7 +179,15 @@ def _floats(values: list[str], what: str) -> tuple[float, ...]:
 
 _CONC = typer.Option([], "--concurrency", "-c", help="Closed-loop clients (repeat or 1,8,32).")
 _RATE = typer.Option([], "--rate", help="Open-loop requests/s (repeat or 2,4,8).")
-_DATASET = typer.Option(None, "--dataset", help="JSONL: {prompt, output_tokens} per line.")
+_DATASET = typer.Option(None, "--dataset", help="FORMAT FILE: sharegpt (JSON list of conversations) or jsonl "
+                        "({prompt, output_tokens} per line); sampled with --seed.")
+_TOKENIZER = typer.Option(None, "--tokenizer", help="Local tokenizer.json (or a folder with one): prompts of "
+                          "exact token counts, checked against the server's usage.")
+_WARMUP = typer.Option("auto", "--warmup", help="Warm-up requests per level, not measured (auto: 1-2 per client, "
+                       "about 2 s of arrivals; 0: none).")
+_DURATION = typer.Option(None, "--duration", help="Seconds per level instead of --num-prompts; requests in flight "
+                         "then finish (up to --grace s more, else incomplete).")
+_HEADER = typer.Option([], "--header", help="HTTP header 'Name: value' on every request (repeat).")
 _SERVE_OUT = typer.Option(None, "--out", help="Also write the run as JSON (vLLM field names) here.")
 
 
@@ -187,10 +200,20 @@ def serve_cmd(
     rate: list[str] = _RATE,
     arrival: str = typer.Option("poisson", "--arrival", help="Open loop: poisson or constant."),
     num_prompts: int = typer.Option(200, "--num-prompts", "-n", help="Requests per level."),
-    prompt_tokens: int = typer.Option(512, "--prompt-tokens", help="Prompt length (tokens, approx.)."),
+    prompt_tokens: int = typer.Option(512, "--prompt-tokens", help="Prompt length (tokens; exact with --tokenizer)."),
     output_tokens: int = typer.Option(128, "--output-tokens", help="Output length (tokens, enforced)."),
-    range_ratio: float = typer.Option(1.0, "--range-ratio", help="Lengths uniform in [r*L, L]; 1 = fixed."),
-    dataset: Path | None = _DATASET,
+    range_ratio: float = typer.Option(1.0, "--range-ratio", help="Lengths uniform in \\[r*L, L]; 1 = fixed."),
+    dataset: tuple[str, Path] | None = _DATASET,
+    tokenizer: Path | None = _TOKENIZER,
+    warmup: str = _WARMUP,
+    duration: float | None = _DURATION,
+    grace: float = typer.Option(30.0, "--grace", help="--duration: seconds requests in flight may still take."),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Open loop: gamma shape of the gaps (1: Poisson; "
+                                     "<1 burstier, >1 more even)."),
+    extra_body: str | None = typer.Option(None, "--extra-body", help="JSON object merged into every request body."),
+    header: list[str] = _HEADER,
+    prompt_tolerance: int | None = typer.Option(None, "--prompt-tolerance", help="Prompt tokens the server may "
+                                                "add (default 2; chat 48) before usage counts as a mismatch."),
     no_enforce: bool = typer.Option(False, "--no-enforce-length", help="Do not send ignore_eos / min_tokens."),
     slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="SLO: TTFT at most this (ms)."),
     slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="SLO: TPOT at most this (ms)."),
@@ -218,20 +241,26 @@ def serve_cmd(
 
     from gpumatch.errors import InputError, ServerGoneError
     from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench, write_json
+    from gpumatch.lab.loadgen.client import parse_extra_body, parse_headers
     from gpumatch.lab.loadgen.metrics import Slo
     from gpumatch.lab.loadgen.selftest import Limits
-    from gpumatch.report.serve import progress, serve_csv, serve_text
+    from gpumatch.report.serve import ServeProgress, serve_csv, serve_text
 
     if out is not None and out.exists():
         raise InputError(f"{out} exists", "give another --out")
     ms = [None if v is None else v / 1000.0 for v in (slo_ttft_ms, slo_tpot_ms, slo_e2el_ms)]
+    data_format, data_file = dataset if dataset and dataset[0] is not None else (None, None)
     req = ServeRequest(
         endpoint, model, api, tuple(int(c) for c in _floats(concurrency, "--concurrency")),
-        _floats(rate, "--rate"), arrival, num_prompts, prompt_tokens, output_tokens, range_ratio, dataset,
+        _floats(rate, "--rate"), arrival, num_prompts, prompt_tokens, output_tokens, range_ratio, data_file,
         not no_enforce, seed, timeout, max_in_flight, Slo(*ms), attainment, search, search_steps, not no_selftest,
         None if selftest_itl_ms is None else selftest_itl_ms / 1000.0, Limits(max_lag_s=max_lag_ms / 1000.0),
-        arch, gpu, engine, os.environ.get(api_key_env) or None, store, not no_store)
-    run = run_serve_bench(req, progress)
+        arch, gpu, engine, os.environ.get(api_key_env) or None, store, not no_store,
+        dataset_format=data_format or "jsonl", tokenizer=tokenizer, warmup=_warmup(warmup), duration_s=duration,
+        grace_s=grace, burstiness=burstiness, extra_body=parse_extra_body(extra_body), headers=parse_headers(header),
+        prompt_tolerance=prompt_tolerance)
+    with ServeProgress(bars=fmt is not Format.json) as progress:
+        run = run_serve_bench(req, progress)
     if out is not None:
         write_json(run, out)
     doc = run.to_json(raw=fmt is Format.json)
@@ -239,6 +268,8 @@ def serve_cmd(
         emit_object(doc, fmt)
     else:
         emit(serve_csv(doc) if fmt is Format.csv else serve_text(doc))
+    for warning in run.warnings:
+        sys.stderr.write(f"gpumatch: warning: {warning}\n")
     if run.store_error:
         sys.stderr.write(f"gpumatch: warning: results store not updated: {run.store_error}\n")
     if run.server_gone:
@@ -248,6 +279,18 @@ def serve_cmd(
                               f"{done} requests completed, {failed} failed or not sent; run "
                               f"{run.run_id if run.run_id is not None else '(not stored)'} saved as {run.status}",
                               run.server_gone[:120])
+
+
+def _warmup(text: str) -> int | None:
+    """``--warmup``: ``auto`` (None) or a count."""
+    from gpumatch.errors import InputError
+
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"--warmup takes a number of requests or auto, got {text!r}") from None
 
 
 @app.command("import", help="Read a 'bench export' JSON file (or a 'bench serve --out' file) into the results "

@@ -165,7 +165,8 @@ def test_server_killed_mid_run_saves_the_run_and_exits_1(tmp_path: Path) -> None
     store = tmp_path / "s.sqlite"
     with Loopback(LoopbackConfig(itl_s=0.002, die_after=10)) as url:
         got = _cli(["bench", "serve", "--endpoint", url, "--model", "m", "-c", "2", "-c", "4", "-n", "40",
-                    "--prompt-tokens", "8", "--output-tokens", "20", "--no-selftest", "--store", str(store)])
+                    "--prompt-tokens", "8", "--output-tokens", "20", "--no-selftest", "--warmup", "0", "--store",
+                    str(store)])
     assert got.returncode == 1, got.stderr
     errors = [ln for ln in got.stderr.splitlines() if "error" in ln]
     assert len(errors) == 1 and "server went away" in errors[0] and "run 1 saved as failed" in errors[0]

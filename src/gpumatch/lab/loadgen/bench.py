@@ -2,13 +2,15 @@
 
 1. The server is asked what it serves (:mod:`.server_info`); nothing answering is a bad ``--endpoint`` (exit 2).
 2. Each level gets the estimator's prediction (:mod:`.predict`) and, unless turned off, the client self-test
-   against the loopback server (:mod:`.selftest`).
+   against the loopback server (:mod:`.selftest`). The tokenizer and the dataset are read once, before anything
+   is sent (:mod:`.inputs`); a bad one is an input error (exit 2).
 3. The levels run one after another (:mod:`.runner`): the concurrency ladder, then the rates, then, with an SLO
    and ``search``, the rate search (:mod:`.search`). Each level is recorded through
    :class:`gpumatch.record.Recording` (kind ``serve``) as soon as it ends, raw first:
 
    - one event ``request`` per request (``t_s`` = its scheduled time from the run start; ``data`` = the raw
-     :class:`~.metrics.RequestRecord` with its level), failed ones included;
+     :class:`~.metrics.RequestRecord` with its level), failed and incomplete ones included;
+   - one event ``warmup_request`` per warm-up request (its raw record with its level; never in the figures);
    - one failure per level and error class (count, first message);
    - one result per level and figure (SI units: ``ttft_mean_s``, ``tpot_p99_s``, ``request_throughput`` in 1/s,
      ...), its ``extra`` holding the vLLM key, ``n``, the formula, the prediction and the ratio;
@@ -16,7 +18,8 @@
 
 A server that disappears (connection refused) ends the run: the level is kept with its errors, the run is
 closed ``failed``, and :attr:`ServeRun.server_gone` says why (the CLI exits 1 with one line). Ctrl-C closes the
-run ``interrupted`` with the levels finished.
+run ``interrupted`` with the levels finished. The server's token counts are checked against the requests
+(:mod:`.usage`); :attr:`ServeRun.warnings` holds at most one warning per kind, with its numbers.
 """
 
 from __future__ import annotations
@@ -33,14 +36,17 @@ from typing import Any
 from gpumatch.errors import InputError
 from gpumatch.lab.loadgen import metrics
 from gpumatch.lab.loadgen.client import APIS, Target, target_url
+from gpumatch.lab.loadgen.inputs import Inputs, check_load_options, load_inputs, ticker, warmup_count
 from gpumatch.lab.loadgen.metrics import RequestRecord, Slo
 from gpumatch.lab.loadgen.predict import PredictionSetup, detect_gpu, predict_level, ratios
 from gpumatch.lab.loadgen.runner import Level, run_level
 from gpumatch.lab.loadgen.selftest import ClientCheck, Limits, lag_reason, self_test
-from gpumatch.lab.loadgen.workload import RequestSpec, from_dataset, synthetic
+from gpumatch.lab.loadgen.usage import run_warnings, usage_summary
 
-Progress = Callable[[str, str], None]
-"""``progress(phase, text)``: phase ``probe``, ``selftest``, ``level`` (starting), ``done``."""
+Progress = Callable[..., None]
+"""``progress(phase, text, done=0, total=0)``: phase ``probe``, ``selftest``, ``level`` (starting), ``warmup``
+(warm-up requests done of total), ``requests`` (requests done of total), ``seconds`` (a time-limited level:
+seconds done of its duration, and a fifth argument, the requests done), ``done``."""
 
 SCHEMA = "gpumatch.bench.serve/1"
 DEFAULT_LADDER = (1, 4, 16)
@@ -83,6 +89,18 @@ class ServeRequest:
     api_key: str | None = None
     store: Path | str | None = None
     use_store: bool = True
+    dataset_format: str = "jsonl"
+    tokenizer: Path | None = None
+    warmup: int | None = None
+    """Warm-up requests per level (None: the ``auto`` rule of :mod:`.inputs`)."""
+    duration_s: float | None = None
+    """Time-limited levels: send for this long (None: ``num_prompts`` per level)."""
+    grace_s: float = 30.0
+    burstiness: float = 1.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    prompt_tolerance: int | None = None
+    """Tokens the server may add to a prompt (None: 2 for completions, 48 for chat; :mod:`.usage`)."""
 
 
 @dataclass
@@ -101,6 +119,8 @@ class LevelResult:
     """The level's time 0, in seconds from the run's start."""
     energy: dict[str, Any] = field(default_factory=dict)
     """The serving GPU's energy over the level (:mod:`.energy`); empty when the server publishes none."""
+    warmup: list[RequestRecord] = field(default_factory=list)
+    """The warm-up's records (never in the figures)."""
 
     @property
     def client_bound(self) -> bool:
@@ -145,6 +165,8 @@ class ServeRun:
     server_gone: str = ""
     store_error: str = ""
     search_note: str = ""
+    warnings: list[str] = field(default_factory=list)
+    """At most one prompt-length and one output-length warning for the run (:mod:`.usage`)."""
 
     def to_json(self, raw: bool = True) -> dict[str, Any]:
         """The run as JSON: metadata as vLLM writes it at the top (``date``, ``backend``, ``model_id``,
@@ -153,7 +175,7 @@ class ServeRun:
                 "model_id": self.config["model"], "endpoint": self.config["url"],
                 "num_prompts": self.config["num_prompts"], "run_id": self.run_id, "status": self.status,
                 "server_gone": self.server_gone or None, "max_rate_meeting_slo": self.max_rate_meeting_slo,
-                "search_note": self.search_note or None,
+                "search_note": self.search_note or None, "warnings": self.warnings,
                 "slo": self.config["slo"], "definitions": metrics.FORMULAS, "manifest": self.manifest,
                 "config": self.config, "levels": [lv.to_dict(raw) for lv in self.levels]}
 
@@ -179,6 +201,7 @@ def check_request(req: ServeRequest) -> None:
         raise InputError(f"--slo-attainment must be in (0, 1], got {req.attainment}")
     if req.timeout_s <= 0:
         raise InputError("--timeout must be positive")
+    check_load_options(req)
     from gpumatch.vocab import ENGINES
 
     if req.engine not in ENGINES:
@@ -188,16 +211,9 @@ def check_request(req: ServeRequest) -> None:
 def plan_levels(req: ServeRequest) -> list[Level]:
     """The ladder: each concurrency, then each rate (the default ladder when neither nor a search is asked)."""
     conc = req.concurrency or (() if req.rates or req.search else DEFAULT_LADDER)
-    levels = [Level(i, "concurrency", float(c)) for i, c in enumerate(conc)]
-    return levels + [Level(len(levels) + i, "rate", r, req.arrival) for i, r in enumerate(req.rates)]
-
-
-def level_specs(req: ServeRequest, level: Level) -> list[RequestSpec]:
-    """The requests of one level: seeded per level, so no two levels share a prompt (no prefix-cache hits)."""
-    if req.dataset is not None:
-        return from_dataset(req.dataset, req.num_prompts, None)
-    return synthetic(req.num_prompts, req.prompt_tokens, req.output_tokens, req.range_ratio,
-                     (req.seed, level.index + 1), tag=f"L{level.index}-")
+    levels = [Level(i, "concurrency", float(c), duration_s=req.duration_s) for i, c in enumerate(conc)]
+    return levels + [Level(len(levels) + i, "rate", r, req.arrival, burstiness=req.burstiness,
+                           duration_s=req.duration_s) for i, r in enumerate(req.rates)]
 
 
 def manifest_of(req: ServeRequest, server: dict[str, Any], gpu: str | None) -> dict[str, Any]:
@@ -215,7 +231,8 @@ def manifest_of(req: ServeRequest, server: dict[str, Any], gpu: str | None) -> d
             "kit": git_commit()}
 
 
-def config_of(req: ServeRequest, target: Target, levels: Sequence[Level]) -> dict[str, Any]:
+def config_of(req: ServeRequest, target: Target, levels: Sequence[Level], inputs: Inputs) -> dict[str, Any]:
+    """What was asked, for the store and the JSON: header names only (their values may be secrets)."""
     return {"url": target.url, "model": req.model, "api": req.api,
             "backend": "openai-chat" if req.api == "chat" else "openai", "num_prompts": req.num_prompts,
             "prompt_tokens": req.prompt_tokens, "output_tokens": req.output_tokens, "range_ratio": req.range_ratio,
@@ -223,7 +240,19 @@ def config_of(req: ServeRequest, target: Target, levels: Sequence[Level]) -> dic
             "seed": req.seed, "timeout_s": req.timeout_s, "max_in_flight": req.max_in_flight,
             "slo": req.slo.to_dict(), "slo_attainment": req.attainment, "search": req.search,
             "selftest": req.selftest, "engine": req.engine, "arch": req.arch, "gpu": req.gpu,
-            "levels": [lv.to_dict() for lv in levels]}
+            "levels": [lv.to_dict() for lv in levels], "dataset_format": req.dataset_format if req.dataset else None,
+            "dataset_rows": inputs.dataset.describe() if inputs.dataset else None,
+            "tokenizer": str(inputs.counter.path) if inputs.counter else None,
+            "warmup": "auto" if req.warmup is None else req.warmup, "duration_s": req.duration_s,
+            "grace_s": req.grace_s if req.duration_s is not None else None, "burstiness": req.burstiness,
+            "extra_body": req.extra_body, "header_names": sorted(req.headers),
+            "prompt_tolerance_tokens": _tolerance(req)}
+
+
+def _tolerance(req: ServeRequest) -> int:
+    from gpumatch.lab.loadgen.usage import DEFAULT_TOLERANCE
+
+    return req.prompt_tolerance if req.prompt_tolerance is not None else DEFAULT_TOLERANCE[req.api]
 
 
 def run_serve_bench(req: ServeRequest, progress: Progress | None = None) -> ServeRun:
@@ -235,15 +264,16 @@ def run_serve_bench(req: ServeRequest, progress: Progress | None = None) -> Serv
     check_request(req)
     say = progress or (lambda *a: None)
     target = Target(target_url(req.endpoint, req.api), req.model, req.api, req.enforce_length, req.timeout_s,
-                    req.api_key)
+                    req.api_key, req.extra_body, req.headers)
     levels = plan_levels(req)
+    inputs = load_inputs(req)
     say("probe", target.base_url)
     server = server_info.probe(target.base_url, req.api_key)
     gpu = req.gpu or detect_gpu(target.base_url)
     setup = PredictionSetup(req.arch or req.model, gpu, req.engine, req.prompt_tokens, req.output_tokens,
                             req.range_ratio)
-    manifest, config = manifest_of(req, server, gpu), config_of(req, target, levels)
-    checks = _self_test(req, target, levels, setup, say)
+    manifest, config = manifest_of(req, server, gpu), config_of(req, target, levels, inputs)
+    checks = _self_test(req, target, levels, setup, say, inputs)
     done: list[LevelResult] = []
     with Recording("serve", f"{req.model} {target.base_url}", manifest, config, use_store=req.use_store,
                    store_path=req.store) as rec:
@@ -253,8 +283,8 @@ def run_serve_bench(req: ServeRequest, progress: Progress | None = None) -> Serv
             say("level", level.label)
             check = checks.get(level.index)
             if check is None and req.selftest:  # a search probe: its self-test right before it
-                check = _self_test(req, target, [level], setup, say).get(level.index)
-            result = _measure(req, target, level, setup, check, run_t0)
+                check = _self_test(req, target, [level], setup, say, inputs).get(level.index)
+            result = _measure(req, target, level, setup, check, run_t0, inputs, say)
             _record(rec, result)
             done.append(result)
             if search is not None:
@@ -264,13 +294,15 @@ def run_serve_bench(req: ServeRequest, progress: Progress | None = None) -> Serv
         gone = next((lv.aborted for lv in done if lv.aborted), "")
         best = search.best if search is not None else None
         note = _search_note(search, req) if search is not None else ""
+        warnings = run_warnings([(lv.level.label, lv.summary) for lv in done],
+                                str(inputs.counter.path) if inputs.counter else None, req.enforce_length)
         outcome = rec.close("failed" if gone else "completed",
                             {"levels": len(done), "server_gone": gone or None, "max_rate_meeting_slo": best,
-                             "search_note": note or None,
+                             "search_note": note or None, "warnings": warnings,
                              "client_bound_levels": [lv.level.label for lv in done if lv.client_bound]})
     say("done", "")
     return ServeRun(outcome.run_id, outcome.store_path, outcome.status, manifest, config, done, best, gone,
-                    str(outcome.error) if outcome.error else "", note)
+                    str(outcome.error) if outcome.error else "", note, warnings)
 
 
 def _search_note(search: Any, req: ServeRequest) -> str:
@@ -289,12 +321,12 @@ def _levels(ladder: list[Level], search: Any) -> Any:
 
 
 def _self_test(req: ServeRequest, target: Target, levels: list[Level], setup: PredictionSetup,
-               say: Progress) -> dict[int, ClientCheck]:
+               say: Progress, inputs: Inputs) -> dict[int, ClientCheck]:
     if not req.selftest or not levels:
         return {}
     itls = [req.selftest_itl_s or _predicted_tpot(setup, lv, req.num_prompts) or 0.01 for lv in levels]
     say("selftest", f"{len(levels)} level(s) against the loopback server")
-    specs = level_specs(req, Level(-1, "concurrency", 1.0))
+    specs = list(inputs.level(Level(-1, "concurrency", 1.0)))
     return {c.level: c for c in self_test(target, levels, specs, itls, req.seed, req.max_in_flight, req.limits)}
 
 
@@ -304,25 +336,32 @@ def _predicted_tpot(setup: PredictionSetup, level: Level, n: int) -> float | Non
 
 
 def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionSetup, check: ClientCheck | None,
-             run_t0: float) -> LevelResult:
+             run_t0: float, inputs: Inputs, say: Progress) -> LevelResult:
     from gpumatch.lab.loadgen import energy
 
-    specs = level_specs(req, level)
-    t0 = time.time()
-    run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight)
-    t1 = time.time()
-    summary = metrics.summarize(run.records, req.slo)
+    specs = inputs.level(level)
+    warm = inputs.warmup(level, warmup_count(req.warmup, level, req.num_prompts))
+    run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight, ticker(say, level, specs),
+                    warm, req.grace_s, ticker(say, level, warm, "warmup"))
+    t1, now = time.time(), time.perf_counter()
+    t0 = t1 - (now - run.t0) if run.t0 else t1  # the measurement's start (after the warm-up), wall clock
+    summary = {**metrics.summarize(run.records, req.slo), **usage_summary(run.records, _tolerance(req)),
+               "warmup_requests": len(run.warmup), "warmup_failed": sum(not r.ok for r in run.warmup),
+               "warmup_s": run.warmup_s}
     doc = energy.fetch(target.base_url, t0, req.api_key)
     joined = energy.level_energy(doc, t0, t1, int(summary.get("total_output_tokens") or 0)) if doc else {}
-    return LevelResult(level, summary, predict_level(setup, level, len(specs)), check,
+    n = len(specs) if isinstance(specs, list) else len(run.records)
+    return LevelResult(level, summary, predict_level(setup, level, n), check,
                        lag_reason(run.records, req.limits), run.records, run.not_sent, run.aborted,
-                       run.t0 - run_t0, joined)
+                       run.t0 - run_t0, joined, run.warmup)
 
 
 def _record(rec: Any, lv: LevelResult) -> None:
     """The level into the run (module docstring), raw records first."""
     cfg = lv.level.to_dict()
     base = lv.start_s
+    for r in lv.warmup:
+        rec.add_event(base, "warmup_request", {**r.to_dict(), "level": lv.level.index})
     for r in lv.records:
         rec.add_event(base + r.scheduled_s, "request", {**r.to_dict(), "level": lv.level.index})
     for cls, n in metrics.error_counts(lv.records).items():

@@ -5,7 +5,9 @@ Bodies (OpenAI API, as vLLM, SGLang, TGI and llama.cpp's server accept them): ``
 ``stream: true``, ``stream_options: {"include_usage": true}`` (the server's token counts arrive in the last
 chunk), ``temperature: 0``. With ``enforce_length`` also ``ignore_eos: true`` and ``min_tokens`` = the length
 (vLLM's and SGLang's extensions, MLPerf TEST06's concern: a request that stops early is cheaper): the server's
-count is then checked against the length asked for (``RequestRecord.length_mismatch``).
+count is then checked against the length asked for (``RequestRecord.length_mismatch``). ``--extra-body`` is merged
+into every body last (its keys win, as in vLLM), except the keys the load generator owns (:data:`OWNED_KEYS`);
+``--header`` adds HTTP headers to every request.
 
 The stream is Server-Sent Events: ``data: {json}`` lines ending with ``data: [DONE]``. A chunk counts as a
 *content chunk* (its arrival time kept) when it carries output text (``choices[0].text``, or
@@ -13,14 +15,16 @@ The stream is Server-Sent Events: ``data: {json}`` lines ending with ``data: [DO
 
 Failures, as ``RequestRecord.error_class``: ``connection_refused`` (nothing listens: the server is gone),
 ``disconnected`` (the connection broke mid-stream), ``timeout``, ``http_<status>``, ``bad_stream`` (a chunk
-that is not JSON, or a stream without output), ``client_error`` (any other aiohttp error).
+that is not JSON, or a stream without output), ``client_error`` (any other aiohttp error). A request still running
+at a time-limited level's hard stop (its ``--duration`` plus the grace period) is cut off and marked
+``incomplete`` (status ``incomplete``: neither completed nor failed).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpumatch.errors import InputError
@@ -31,6 +35,8 @@ if TYPE_CHECKING:
     import aiohttp
 
 APIS = ("completions", "chat")
+OWNED_KEYS = ("model", "prompt", "messages", "stream")
+"""Body keys ``--extra-body`` may not set: they decide what is measured (use --model, the dataset, ...)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,8 @@ class Target:
     enforce_length: bool = True
     timeout_s: float = 600.0
     api_key: str | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -74,7 +82,37 @@ def body(target: Target, spec: RequestSpec) -> dict[str, Any]:
         b["prompt"] = spec.prompt
     if target.enforce_length:
         b.update({"ignore_eos": True, "min_tokens": spec.output_tokens})
+    b.update(target.extra_body)
     return b
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any]:
+    """``--extra-body``: a JSON object merged into every request body (module docstring)."""
+    if not text:
+        return {}
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"--extra-body is not JSON ({e.msg})", "e.g. '{\"top_k\": 1}'") from None
+    if not isinstance(obj, dict):
+        raise InputError("--extra-body must be a JSON object", "e.g. '{\"top_k\": 1}'")
+    owned = sorted(set(obj) & set(OWNED_KEYS))
+    if owned:
+        raise InputError(f"--extra-body may not set {', '.join(owned)}", "use --model, --api and the dataset")
+    return obj
+
+
+def parse_headers(items: list[str]) -> dict[str, str]:
+    """``--header K:V`` (repeatable; ``K=V`` as vLLM writes it is accepted too: the first ``:`` or ``=`` ends the
+    name, since neither may appear in one) as a dict."""
+    out: dict[str, str] = {}
+    for item in items:
+        sep = min((c for c in ":=" if c in item), key=item.index, default=":")
+        key, found, value = item.partition(sep)
+        if not key.strip() or not found or any(c in key for c in " \t\r\n") or any(c in value for c in "\r\n"):
+            raise InputError(f"--header {item!r} is not NAME:VALUE", "e.g. --header 'X-Tenant: a'")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def chunk_text(obj: dict[str, Any]) -> str:
@@ -90,18 +128,33 @@ def chunk_text(obj: dict[str, Any]) -> str:
 
 
 async def send(session: aiohttp.ClientSession, target: Target, spec: RequestSpec, scheduled_s: float,
-               t0: float) -> RequestRecord:
+               t0: float, hard_stop_s: float | None = None) -> RequestRecord:
     """Send ``spec`` (scheduled at ``scheduled_s`` after ``t0``, a ``time.perf_counter`` value) and read its
-    stream to the end; never raises for a server or network failure (it is in the record)."""
+    stream to the end, or to ``hard_stop_s`` after ``t0`` (then it is ``incomplete``); never raises for a server
+    or network failure (it is in the record)."""
+    import asyncio
+
+    rec = RequestRecord(spec.index, scheduled_s, spec.prompt_tokens, spec.output_tokens)
+    budget = None if hard_stop_s is None else max(hard_stop_s - (time.perf_counter() - t0), 0.0)
+    try:
+        async with asyncio.timeout(budget):
+            return await _exchange(session, target, spec, rec, t0)
+    except TimeoutError:
+        rec = _fail(rec, t0, "incomplete", "still streaming at the level's hard stop (--duration + grace)")
+        rec.status = "incomplete"
+        return rec
+
+
+async def _exchange(session: aiohttp.ClientSession, target: Target, spec: RequestSpec, rec: RequestRecord,
+                    t0: float) -> RequestRecord:
     import asyncio
 
     import aiohttp
 
-    rec = RequestRecord(spec.index, scheduled_s, spec.prompt_tokens, spec.output_tokens)
-    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else None
+    headers = {**target.headers, **({"Authorization": f"Bearer {target.api_key}"} if target.api_key else {})}
     rec.sent_s = time.perf_counter() - t0
     try:
-        async with session.post(target.url, json=body(target, spec), headers=headers,
+        async with session.post(target.url, json=body(target, spec), headers=headers or None,
                                 timeout=aiohttp.ClientTimeout(total=target.timeout_s)) as resp:
             rec.http_status = resp.status
             if resp.status != 200:

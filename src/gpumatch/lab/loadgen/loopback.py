@@ -7,8 +7,9 @@ client's own capacity (the client self-test, :mod:`gpumatch.lab.loadgen.selftest
 Routes: ``POST /v1/completions`` and ``/v1/chat/completions`` (streamed or not), ``GET /v1/models``. A request
 for ``max_tokens`` = n gets its first chunk ``ttft_s`` after arrival and chunk ``k`` at ``ttft_s + k · itl_s``
 (an absolute schedule: the server's own overhead does not accumulate), ``tokens_per_chunk`` tokens per chunk,
-then a usage chunk (``prompt_tokens`` = words of the prompt, ``completion_tokens`` = n + ``usage_delta``) and
-``data: [DONE]``.
+then a usage chunk (``prompt_tokens`` = words of the prompt, or its tokens by ``tokenizer`` (a tokenizer.json, as
+a real server counts them); ``completion_tokens`` = n + ``usage_delta``) and ``data: [DONE]``. ``GET
+/loopback/seen`` answers the bodies and headers of the last 100 completion requests (what a client really sent).
 
 Faults for tests and demonstrations: ``usage_delta`` (a server that misreports or ignores the output length),
 ``error_every`` (every k-th request answers HTTP 500), ``die_after`` (the process kills itself with SIGKILL
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import signal
@@ -46,11 +48,13 @@ class LoopbackConfig:
     usage_delta: int = 0
     error_every: int = 0
     die_after: int = 0
+    tokenizer: str = ""
 
     def argv(self) -> list[str]:
         return ["--itl-ms", f"{self.itl_s * 1000:g}", "--ttft-ms", f"{self.ttft_s * 1000:g}",
                 "--tokens-per-chunk", str(self.tokens_per_chunk), "--usage-delta", str(self.usage_delta),
-                "--error-every", str(self.error_every), "--die-after", str(self.die_after)]
+                "--error-every", str(self.error_every), "--die-after", str(self.die_after),
+                *(["--tokenizer", self.tokenizer] if self.tokenizer else [])]
 
 
 def make_app(cfg: LoopbackConfig) -> Any:
@@ -58,6 +62,8 @@ def make_app(cfg: LoopbackConfig) -> Any:
     from aiohttp import web
 
     state = {"requests": 0}
+    seen: collections.deque[dict[str, Any]] = collections.deque(maxlen=100)
+    count = _prompt_counter(cfg.tokenizer)
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model",
@@ -73,10 +79,11 @@ def make_app(cfg: LoopbackConfig) -> Any:
             return web.json_response({"error": {"message": "body is not JSON"}}, status=400)
         if cfg.error_every and n_req % cfg.error_every == 0:
             return web.json_response({"error": {"message": "loopback: injected error"}}, status=500)
+        seen.append({"body": body, "headers": dict(request.headers)})
         chat = request.path.endswith("/chat/completions")
         n = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         prompt = body.get("prompt") if not chat else " ".join(m.get("content", "") for m in body.get("messages", []))
-        usage = {"prompt_tokens": len(str(prompt or "").split()), "completion_tokens": n + cfg.usage_delta}
+        usage = {"prompt_tokens": count(str(prompt or "")), "completion_tokens": n + cfg.usage_delta}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if not body.get("stream"):
             await _sleep_until(arrived + cfg.ttft_s + (n - 1) * cfg.itl_s)
@@ -100,11 +107,25 @@ def make_app(cfg: LoopbackConfig) -> Any:
         await resp.write_eof()
         return resp
 
+    async def seen_route(request: web.Request) -> web.Response:
+        return web.json_response(list(seen))
+
     app = web.Application()
+    app.router.add_get("/loopback/seen", seen_route)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", complete)
     app.router.add_post("/v1/chat/completions", complete)
     return app
+
+
+def _prompt_counter(tokenizer: str) -> Any:
+    """Prompt tokens as the loopback reports them: words, or the tokens of a tokenizer.json."""
+    if not tokenizer:
+        return lambda text: len(text.split())
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(tokenizer)
+    return lambda text: len(tok.encode(text).ids)
 
 
 def _chunk(n_req: int, text: str, chat: bool) -> bytes:
@@ -192,9 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--usage-delta", type=int, default=0)
     p.add_argument("--error-every", type=int, default=0)
     p.add_argument("--die-after", type=int, default=0)
+    p.add_argument("--tokenizer", default="")
     a = p.parse_args(argv)
     cfg = LoopbackConfig(a.itl_ms / 1000.0, a.ttft_ms / 1000.0, max(1, a.tokens_per_chunk), a.usage_delta,
-                         a.error_every, a.die_after)
+                         a.error_every, a.die_after, a.tokenizer)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         serve(cfg, a.port)

@@ -18,7 +18,11 @@ Definitions (``../shared/notes/benchmark-method.md`` section 1 compares them acr
   carry several tokens (speculative decoding, server-side batching of the stream); the gap is then counted
   once, so ITL is per *chunk*; ``tokens_per_chunk`` = (output_tokens − 1) / (chunks − 1) says when that
   happened, and TPOT stays per token;
-- ``client_lag`` = sent − scheduled.
+- ``client_lag`` = sent − scheduled;
+- requests in flight: the time-weighted mean over the level, ``Σ (end − sent) / duration`` (the integral of the
+  number in flight over time, divided by the time: Little's law L = λ W measured directly), and the maximum
+  (a sweep over sends and ends, an end before a send at the same instant). Every request sent counts, failed and
+  incomplete ones too: the server held them.
 
 Throughput: ``duration`` = last end − 0 (the level's first scheduled time); ``request_throughput`` = completed /
 duration; ``output_throughput`` = Σ output tokens / duration; ``total_token_throughput`` adds the prompt tokens;
@@ -60,6 +64,8 @@ FORMULAS = {
     "error_rate": "failed / (completed + failed)",
     "tokens_per_chunk": "(sum(output_tokens) - n) / (sum(chunks) - n) over completed requests",
     "percentile": "numpy.percentile (linear), only when n >= 1 / (1 - q/100)",
+    "mean_in_flight_requests": "sum(end_s - sent_s) / duration over every request sent (time-weighted mean)",
+    "max_in_flight_requests": "most requests between sent_s and end_s at one instant",
 }
 
 
@@ -69,7 +75,8 @@ class RequestRecord:
 
     Times in seconds from the level start. ``prompt_tokens`` / ``output_tokens``: the server's ``usage`` counts
     (None when the server sent none); ``*_requested``: what the client asked for. ``chunk_s``: arrival time of
-    every chunk that carried output text. ``status``: ``ok`` or ``error`` (then ``error_class``, ``message``)."""
+    every chunk that carried output text. ``status``: ``ok``, ``error`` (then ``error_class``, ``message``) or
+    ``incomplete`` (cut off at a time-limited level's hard stop: neither completed nor failed)."""
 
     index: int
     scheduled_s: float
@@ -199,7 +206,8 @@ def samples(records: Sequence[RequestRecord], name: str) -> list[float]:
 def summarize(records: Sequence[RequestRecord], slo: Slo | None = None) -> dict[str, Any]:
     """The level's summary (vLLM ``--save-result`` names plus gpumatch's own, module docstring)."""
     ok = [r for r in records if r.ok]
-    failed = len(records) - len(ok)
+    failed = sum(r.status == "error" for r in records)
+    incomplete = sum(r.status == "incomplete" for r in records)
     ends = [r.end_s for r in records if not math.isnan(r.end_s)]
     duration = max(ends) if ends else 0.0
     out_tokens = sum(r.tokens_out for r in ok)
@@ -208,8 +216,8 @@ def summarize(records: Sequence[RequestRecord], slo: Slo | None = None) -> dict[
     chunks = sum(len(r.chunk_s) for r in ok)
     per = (lambda x: x / duration) if duration > 0 else (lambda x: 0.0)
     out: dict[str, Any] = {
-        "duration": duration, "completed": len(ok), "failed": failed,
-        "error_rate": failed / len(records) if records else 0.0,
+        "duration": duration, "completed": len(ok), "failed": failed, "incomplete": incomplete,
+        "error_rate": failed / (len(ok) + failed) if len(ok) + failed else 0.0,
         "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
         "request_throughput": per(len(ok)), "output_throughput": per(out_tokens),
         "total_token_throughput": per(out_tokens + in_tokens),
@@ -226,13 +234,28 @@ def summarize(records: Sequence[RequestRecord], slo: Slo | None = None) -> dict[
         out.update({k: d[k] for k in (f"mean_{name}_ms", f"p99_{name}_ms", f"n_{name}")})
         lags = samples(records, name)
         out[f"max_{name}_ms"] = max(lags) * 1000.0 if lags else None
-    return out
+    return {**out, **in_flight(records, duration)}
+
+
+def in_flight(records: Sequence[RequestRecord], duration_s: float) -> dict[str, Any]:
+    """``mean_in_flight_requests`` (time-weighted over ``[0, duration_s]``) and ``max_in_flight_requests``
+    (module docstring) from the send and end times of every request sent."""
+    spans = [(r.sent_s, r.end_s) for r in records if math.isfinite(r.sent_s) and math.isfinite(r.end_s)]
+    if not spans:
+        return {"mean_in_flight_requests": None, "max_in_flight_requests": None}
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    mean = sum(e - s for s, e in spans) / duration_s if duration_s > 0 else None
+    return {"mean_in_flight_requests": mean, "max_in_flight_requests": peak}
 
 
 def error_counts(records: Sequence[RequestRecord]) -> dict[str, int]:
-    """Failed requests per error class."""
+    """Failed requests per error class (incomplete ones are not failures)."""
     counts: dict[str, int] = {}
     for r in records:
-        if not r.ok:
+        if r.status == "error":
             counts[r.error_class] = counts.get(r.error_class, 0) + 1
     return counts

@@ -90,5 +90,6 @@ class Search:
             rate = self._next()
             if rate is None:
                 return
-            yield Level(index, "rate", float(f"{rate:.6g}"), self.req.arrival, "search")
+            yield Level(index, "rate", float(f"{rate:.6g}"), self.req.arrival, "search", self.req.burstiness,
+                        self.req.duration_s)
             index += 1

@@ -100,6 +100,7 @@ def check_level(url: str, target: Target, level: Level, specs: Sequence[RequestS
                 max_in_flight: int, limits: Limits) -> ClientCheck:
     """Run ``level`` against the loopback at ``url`` and judge it (module docstring)."""
     loop_target = replace(target, url=target_url(url, target.api), model=MODEL, api_key=None)
+    level = replace(level, duration_s=None)  # the self-test is count-limited (module docstring)
     n = self_test_size(level, len(specs), limits)
     run = run_level(loop_target, level, specs[:n], seed, max_in_flight)
     ok = [r for r in run.records if r.ok]

@@ -35,5 +35,6 @@ def load_serve_run(store: Path | str | None, run_id: int, raw: bool = False) -> 
             "config": run.get("config") or {}, "levels": levels,
             "max_rate_meeting_slo": summary.get("max_rate_meeting_slo"),
             "server_gone": summary.get("server_gone"), "search_note": summary.get("search_note"),
+            "warnings": summary.get("warnings") or [],
             "failures": [{"error_class": f["error_class"], "message": f["message"], "config": f.get("config")}
                          for f in data["failures"]]}

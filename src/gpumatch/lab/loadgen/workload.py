@@ -2,29 +2,36 @@
 
 Lengths: each request's prompt and output length are drawn uniformly from the integers in ``[r L, L]`` (``r`` =
 ``range_ratio``; 1 = fixed lengths), the same rule as the estimator's replay (:mod:`gpumatch.estimate.replay`)
-and SGLang's / InferenceX's ``--random-range-ratio``; or replayed from a JSONL dataset file, one object per line
-with ``prompt`` (text) and ``output_tokens`` (or ``max_tokens``).
+and SGLang's / InferenceX's ``--random-range-ratio``; or sampled from a dataset (:mod:`.datasets`).
 
-Prompts without a tokenizer: a prompt of ``L`` tokens is ``L`` words drawn from common English words that
-byte-pair tokenizers (Llama 3, Qwen, GPT) encode as one token each with their leading space, after a per-request
-number so no two prompts share a prefix (no prefix-cache hits). The count is approximate; the server's
-``usage.prompt_tokens`` is what the results report (``total_input_tokens``), and the requested count is kept
-beside it in each raw record.
+Prompts: ``L`` words drawn from common English words that byte-pair tokenizers (Llama 3, Qwen, GPT) encode as one
+token each with their leading space, after a per-request tag so no two prompts share a prefix (no prefix-cache
+hits). Without a tokenizer the count is approximate (one token per word); with ``--tokenizer``
+(:mod:`.tokens`) the prompt is cut to exactly ``L`` tokens of that tokenizer (a prompt shorter than its tag's
+tokens is the tag cut short, so prompts of a few tokens may repeat). Either way the server's
+``usage.prompt_tokens`` is what the results report (``total_input_tokens``), the requested count is kept beside it
+in each raw record, and the two are compared (:mod:`.usage`).
 
-Arrivals (open loop): Poisson (exponential gaps of mean 1/rate, seeded; vLLM ``--burstiness 1``) or constant
-(gap 1/rate). The first request is scheduled at 0.
+Arrivals (open loop): gaps between requests are gamma-distributed with mean 1/rate and shape ``B`` (the
+burstiness; scale 1/(rate B), coefficient of variation 1/√B): ``B`` = 1 is a Poisson process (exponential gaps),
+``B`` < 1 burstier, ``B`` > 1 more even (vLLM ``bench serve --burstiness``, which also rescales the gaps so the last
+arrival lands at n/rate; gpumatch does not, so the process is the stated one). ``constant``: gap 1/rate. The first
+request is scheduled at 0.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpumatch.errors import InputError
+
+if TYPE_CHECKING:
+    from gpumatch.lab.loadgen.tokens import TokenCounter
 
 WORDS = (
     "the", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "with", "as", "his",
@@ -43,8 +50,6 @@ WORDS = (
     "picture", "try", "us", "again", "animal", "point", "mother", "world", "near", "build", "self", "earth",
 )
 """Common English words, one BPE token each with their leading space in the usual LLM tokenizers."""
-
-MAX_DATASET_LINES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -65,60 +70,67 @@ def lengths(nominal: int, n: int, range_ratio: float, rng: np.random.Generator) 
     return [int(x) for x in rng.integers(low, nominal + 1, size=n)]
 
 
-def make_prompt(tag: str, tokens: int, rng: np.random.Generator) -> str:
-    """``tokens`` words (about that many tokens): the request's tag, then words drawn from :data:`WORDS`."""
-    picks = rng.integers(0, len(WORDS), size=max(0, tokens - 1))
-    return " ".join([tag, *(WORDS[i] for i in picks)])
+def make_prompt(tag: str, tokens: int, rng: np.random.Generator, counter: TokenCounter | None = None) -> str:
+    """``tokens`` words after the request's tag (about that many tokens), or, with a tokenizer, the same text cut
+    to exactly ``tokens`` of its tokens (:meth:`~.tokens.TokenCounter.fit`)."""
+    if counter is None:
+        picks = rng.integers(0, len(WORDS), size=max(0, tokens - 1))
+        return " ".join([tag, *(WORDS[i] for i in picks)])
+    words = tokens + 8
+    while True:
+        text = " ".join([tag, *(WORDS[i] for i in rng.integers(0, len(WORDS), size=words))])
+        cut = counter.fit(text, tokens)
+        if cut is not None:
+            return cut
+        words *= 2
 
 
 def synthetic(n: int, prompt_tokens: int, output_tokens: int, range_ratio: float, seed: int | Sequence[int],
-              tag: str = "") -> list[RequestSpec]:
+              tag: str = "", counter: TokenCounter | None = None, first_index: int = 0) -> list[RequestSpec]:
     """``n`` requests with seeded lengths and prompts (module docstring); ``tag`` makes the prompts of one level
-    differ from another's (each prompt starts with ``<tag><index>``)."""
+    differ from another's (each prompt starts with ``<tag><index>``). With ``counter`` each spec's
+    ``prompt_tokens`` is that tokenizer's count of its prompt."""
     rng = np.random.default_rng(seed)
     ins = lengths(prompt_tokens, n, range_ratio, rng)
     outs = lengths(output_tokens, n, range_ratio, rng)
-    return [RequestSpec(i, make_prompt(f"{tag}{i}", p, rng), p, o)
-            for i, (p, o) in enumerate(zip(ins, outs, strict=True))]
+    out = []
+    for k, (p, o) in enumerate(zip(ins, outs, strict=True)):
+        i = first_index + k
+        text = make_prompt(f"{tag}{i}", p, rng, counter)
+        out.append(RequestSpec(i, text, counter.count(text) if counter is not None else p, o))
+    return out
 
 
-def from_dataset(path: Path, n: int, output_tokens: int | None) -> list[RequestSpec]:
-    """The first ``n`` requests of a JSONL file (cycled when it holds fewer); ``output_tokens`` overrides the
-    file's lengths. Prompt tokens requested are counted as words (the server's usage is what is reported)."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise InputError(f"cannot read dataset {path}: {e.strerror}", "give a JSONL file") from None
-    rows = [(i, line) for i, line in enumerate(lines[:MAX_DATASET_LINES], 1) if line.strip()]
-    if not rows:
-        raise InputError(f"dataset {path} holds no requests", "one JSON object per line with 'prompt'")
-    specs = [_row(path, i, line, output_tokens) for i, line in rows]
-    return [RequestSpec(k, specs[k % len(specs)].prompt, specs[k % len(specs)].prompt_tokens,
-                        specs[k % len(specs)].output_tokens) for k in range(n)]
+BLOCK = 256
+"""Requests (or arrival gaps) generated at a time for a time-limited level."""
 
 
-def _row(path: Path, lineno: int, line: str, output_tokens: int | None) -> RequestSpec:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{lineno}: not JSON ({e.msg})", "one JSON object per line") from None
-    prompt = obj.get("prompt") if isinstance(obj, dict) else None
-    if not isinstance(prompt, str) or not prompt:
-        raise InputError(f"{path}:{lineno}: no 'prompt' text", "each line needs \"prompt\": \"...\"")
-    out = output_tokens if output_tokens is not None else obj.get("output_tokens", obj.get("max_tokens"))
-    if not isinstance(out, int) or isinstance(out, bool) or out < 1:
-        raise InputError(f"{path}:{lineno}: no positive 'output_tokens'", "add it per line, or give --output-tokens")
-    return RequestSpec(lineno - 1, prompt, len(prompt.split()), out)
-
-
-def arrivals(n: int, rate_per_s: float, process: str, seed: int) -> list[float]:
-    """Scheduled send times (s from the level start) of ``n`` requests at ``rate_per_s`` (module docstring)."""
+def check_arrival(rate_per_s: float, process: str, burstiness: float) -> None:
     if rate_per_s <= 0 or not np.isfinite(rate_per_s):
         raise InputError(f"request rate must be a positive number, got {rate_per_s}")
-    if process == "constant":
-        return [i / rate_per_s for i in range(n)]
-    if process != "poisson":
+    if process not in ("poisson", "constant"):
         raise InputError(f"unknown arrival process {process!r}", "poisson or constant")
-    gaps = np.random.default_rng(seed).exponential(1.0 / rate_per_s, size=n)
-    gaps[0] = 0.0
-    return [float(x) for x in np.cumsum(gaps)]
+    if not (burstiness > 0 and np.isfinite(burstiness)):
+        raise InputError(f"--burstiness must be a positive number, got {burstiness}", "1 is Poisson")
+    if process == "constant" and burstiness != 1.0:
+        raise InputError("--burstiness shapes random arrivals", "use it with --arrival poisson, or drop it")
+
+
+def arrival_times(rate_per_s: float, process: str, seed: int, burstiness: float = 1.0) -> Iterator[float]:
+    """Endless scheduled send times (s from the level start) at ``rate_per_s`` (module docstring)."""
+    check_arrival(rate_per_s, process, burstiness)
+    if process == "constant":
+        yield from (i / rate_per_s for i in itertools.count())
+        return
+    rng = np.random.default_rng(seed)
+    t = 0.0
+    yield t
+    while True:
+        for gap in rng.gamma(burstiness, 1.0 / (rate_per_s * burstiness), size=BLOCK):
+            t += float(gap)
+            yield t
+
+
+def arrivals(n: int, rate_per_s: float, process: str, seed: int, burstiness: float = 1.0) -> list[float]:
+    """The first ``n`` of :func:`arrival_times`."""
+    return list(itertools.islice(arrival_times(rate_per_s, process, seed, burstiness), n))
