@@ -63,7 +63,7 @@ SERVING_LOAD = ("max_concurrency", "request_rate")
 """What identifies a serving load level across tools: the concurrency cap (clients) and the request rate (1/s)."""
 
 
-def _serving(config: dict[str, Any]) -> bool:
+def serving_config(config: dict[str, Any]) -> bool:
     """A serving level: an imported tool's (``case: serve``) or gpumatch ``bench serve``'s (``mode`` concurrency or
     rate, :class:`gpumatch.lab.loadgen.runner.Level`)."""
     return config.get("case") == "serve" or config.get("mode") in ("concurrency", "rate")
@@ -85,7 +85,7 @@ def case_key(row: dict[str, Any]) -> str:
     its load only (:func:`load_key`), so a gpumatch ``bench serve`` level pairs with the same load imported from
     vLLM, GuideLLM or AIPerf (``gpumatch runs import``)."""
     config = row.get("config") or {}
-    if _serving(config):
+    if serving_config(config):
         return f"serve {row['metric']} {load_key(config)}".strip()
     cfg = {k: v for k, v in config.items() if k not in ("case", "kind")}
     parts = " ".join(f"{k}={v}" for k, v in cfg.items() if not isinstance(v, dict | list))
@@ -112,8 +112,8 @@ def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None, raw: b
         extra = {**extra, **_predict_now(r, manifest)}
     config = r.get("config") or {}
     # a serving result reads under its canonical name, whichever gpumatch version stored it (metric_names.py)
-    metric = canonical_metric(r["metric"]) if _serving(config) else r["metric"]
-    row = {"case": config.get("case") or ("serve" if _serving(config) else None), "metric": metric,
+    metric = canonical_metric(r["metric"]) if serving_config(config) else r["metric"]
+    row = {"case": config.get("case") or ("serve" if serving_config(config) else None), "metric": metric,
            "measured": r["value"], "unit": r["unit"], "predicted": extra.get("predicted"),
            "datasheet": extra.get("datasheet"), "ratio": extra.get("ratio"), "n": extra.get("n"),
            "config": r.get("config")}

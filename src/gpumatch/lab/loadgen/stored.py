@@ -70,11 +70,14 @@ def is_serving_run(store: Path | str | None, run_id: int) -> bool:
 
 def is_serving(run: dict[str, Any], results: list[dict[str, Any]]) -> bool:
     """A serving run: kind ``serve``, or (stores before one kind) a ``bench`` run imported from a serving tool,
-    every result of which has ``config.case == "serve"``."""
+    every result of which is a serving level (``config.case == "serve"``, or a ``bench serve`` level's ``mode``:
+    :func:`gpumatch.lab.results.serving_config`)."""
+    from gpumatch.lab.results import serving_config
+
     if run.get("kind") == SERVE_KIND:
         return True
-    return run.get("kind") == "bench" and bool(results) and all(
-        (r.get("config") or {}).get("case") == "serve" for r in results)
+    return run.get("kind") == "bench" and bool(results) and all(serving_config(r.get("config") or {})
+                                                                for r in results)
 
 
 def level_label(config: dict[str, Any]) -> str:
