@@ -126,7 +126,7 @@ def source_tool(manifest: dict[str, Any]) -> str:
 
 
 SERVING_LABELS: dict[str, str] = {
-    "request_throughput_per_s": "req/s", "output_tokens_per_s": "out tok/s", "total_tokens_per_s": "tok/s",
+    "request_throughput_per_s": "req/s", "output_tokens_per_s": "out tok/s", "total_tokens_per_s": "total tok/s",
     "goodput_requests_per_s": "goodput req/s", "ttft_mean_s": "TTFT mean", "ttft_p50_s": "TTFT p50",
     "ttft_p90_s": "TTFT p90", "ttft_p99_s": "TTFT p99", "tpot_mean_s": "TPOT mean", "tpot_p50_s": "TPOT p50",
     "tpot_p90_s": "TPOT p90", "tpot_p99_s": "TPOT p99", "itl_mean_s": "ITL mean", "itl_p50_s": "ITL p50",

@@ -1,6 +1,7 @@
 """Make tests/data/stores/serve-names-v1.sqlite with the code at commit b402829 (before the unified names)."""
 import sys
 from pathlib import Path
+
 from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
 from gpumatch.lab.loadgen.loopback import Loopback, LoopbackConfig
 from gpumatch.store.imports import import_file

@@ -11,7 +11,8 @@
      :class:`~.metrics.RequestRecord` with its level), failed ones included;
    - one failure per level and error class (count, first message);
    - one result per level and figure under the canonical serving names of :mod:`gpumatch.metric_names`
-     (``ttft_p50_s``, ``e2e_p99_s``, ``request_throughput_per_s``...), its ``extra`` holding the vLLM key, ``n``, the formula, the prediction and the ratio;
+     (``ttft_p50_s``, ``e2e_p99_s``, ``request_throughput_per_s``...), its ``extra`` holding the vLLM key,
+     ``n``, the formula, the prediction and the ratio;
    - one event ``level`` with the level's whole summary (vLLM names), prediction, self-test and verdict.
 
 A server that disappears (connection refused) ends the run: the level is kept with its errors, the run is
@@ -31,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import InputError
-from gpumatch.metric_names import canonical_metric, serve_result_name
 from gpumatch.lab.loadgen import metrics
 from gpumatch.lab.loadgen.client import APIS, Target, target_url
 from gpumatch.lab.loadgen.metrics import RequestRecord, Slo
@@ -39,6 +39,7 @@ from gpumatch.lab.loadgen.predict import PredictionSetup, detect_gpu, predict_le
 from gpumatch.lab.loadgen.runner import Level, run_level
 from gpumatch.lab.loadgen.selftest import ClientCheck, Limits, lag_reason, self_test
 from gpumatch.lab.loadgen.workload import RequestSpec, from_dataset, synthetic
+from gpumatch.metric_names import canonical_metric, serve_result_name
 
 Progress = Callable[[str, str], None]
 """``progress(phase, text)``: phase ``probe``, ``selftest``, ``level`` (starting), ``done``."""

@@ -85,7 +85,8 @@ def _pair(load: str, level: str, metric: str, ra: dict[str, Any] | None, rb: dic
     va, vb = (ra or {}).get("value"), (rb or {}).get("value")
     raw_a, raw_b = _raw(samples_a, load, metric), _raw(samples_b, load, metric)
     ci = ratio_interval(raw_a, raw_b, metric) if ra and rb else None
-    return {"key": f"serve {metric} {load}".strip(), "load": load, "level": level, "metric": metric, "quantity": SERVING_LABELS.get(metric, metric),
+    return {"key": f"serve {metric} {load}".strip(), "load": load, "level": level, "metric": metric,
+            "quantity": SERVING_LABELS.get(metric, metric),
             "unit": (ra or rb or {}).get("unit"), "config": (ra or rb or {}).get("config"),
             "case": "serve", "a": va, "b": vb,
             "b_over_a": vb / va if isinstance(va, int | float) and va and isinstance(vb, int | float) else None,

@@ -1,12 +1,12 @@
 """Other tools' result files in and gpumatch runs out: the field's formats (docs/store.md, "Formats").
 
-Import (``gpumatch runs import FILE [--format ...]``): a file from ``vllm bench serve --save-result``
+Import (``gpumatch runs import FILE [--from ...]``): a file from ``vllm bench serve --save-result``
 (:mod:`.vllm`; with ``--append-result`` one object a line, read as one run with a level per line), nccl-tests
 ``-J`` (:mod:`.nccl_tests`), GuideLLM ``benchmarks.json`` (:mod:`.guidellm`) or AIPerf/GenAI-Perf
 ``profile_export_aiperf.json`` / ``profile_export_genai_perf.json`` (:mod:`.aiperf`) becomes one run in the store
 (a serving file: kind ``serve``, the kind of ``gpumatch bench serve`` runs, :data:`gpumatch.metric_names.SERVE_KIND`;
-nccl-tests: kind ``bench``), its values converted to gpumatch's canonical SI result names (each result's ``extra`` keeps the
-source key, value and unit), its source recorded in the manifest (``source.format``, ``source.tool``,
+nccl-tests: kind ``bench``), its values converted to gpumatch's canonical SI result names (each result's ``extra``
+keeps the source key, value and unit), its source recorded in the manifest (``source.format``, ``source.tool``,
 ``source.file``, ``source.sha256``), and the per-request or per-size raw data kept as an event. The run's global
 id is derived from the file's SHA-256, so importing a file twice (or into two stores that are merged later) gives
 one run. Export: :mod:`.export`.

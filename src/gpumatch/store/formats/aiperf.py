@@ -9,9 +9,9 @@ become one result from their ``avg``. The result config is the load (``case: ser
 ``request_rate`` from ``input_config.loadgen``; in AIPerf 0.13, whose ``input_config`` is the resolved
 ``BenchmarkConfig``, from the ``profiling`` entry of ``phases`` (``concurrency``, ``rate``), the model from
 ``models.items[].name`` and the command from ``run_info.cli_command``); a model or load the file does not carry is
-listed in the manifest's ``source.missing`` and in the import summary; ``extra`` keeps the source key, value and unit. ``start_time`` has
-no zone and is taken as UTC. ``min``/``max``, ``output_token_throughput_per_user``, GPU telemetry and the error
-summary's messages are not stored as results (the error count is, as ``failed_requests``).
+listed in the manifest's ``source.missing`` and in the import summary; ``extra`` keeps the source key, value and
+unit. ``start_time`` has no zone and is taken as UTC. ``min``/``max``, ``output_token_throughput_per_user``, GPU
+telemetry and the error summary's messages are not stored as results (the error count is, as ``failed_requests``).
 
 GenAI-Perf (triton-inference-server/perf_analyzer ``genai-perf``, AIPerf's predecessor) writes the same record shape
 to ``profile_export_genai_perf.json`` (AIPerf's ``JsonMetricResult`` was made to mimic it): time records in ``ms``,

@@ -61,7 +61,9 @@ def parse_vllm(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
         raise InputError(f"{source['file']}: a vLLM result file without latency metrics (mean_ttft_ms...)",
                          "give the file 'vllm bench serve --save-result' wrote")
     arrays = {new: data[old] for old, new in _ARRAYS.items() if isinstance(data.get(old), list)}
-    manifest = {"source": {**source, "tool": "vllm bench serve", "unmeasured": sorted(unmeasured)},
+    missing = [] if data.get("model_id") else ["model"]
+    manifest = {"source": {**source, "tool": "vllm bench serve", "unmeasured": sorted(unmeasured),
+                           "missing": missing},
                 "model": data.get("model_id"),
                 "tokenizer": data.get("tokenizer_id"), "backend": data.get("backend")}
     duration = number(data.get("duration"))
@@ -69,8 +71,6 @@ def parse_vllm(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
     # vLLM stamps ``date`` when it saves, after the benchmark: the run started ``duration`` seconds before
     started = saved - timedelta(seconds=duration or 0.0) if saved else datetime.now(UTC)
     model = data.get("model_id") or "unknown model"
-    missing = [] if data.get("model_id") else ["model"]
-    manifest["source"]["missing"] = missing
     return ImportedRun(f"serve {model} (vllm bench serve)", manifest, config, results, started, duration,
                        [("requests", {**arrays, "config": config})] if arrays else [], kind=SERVE_KIND,
                        missing=missing)
@@ -93,13 +93,13 @@ def parse_vllm_appended(objects: list[dict[str, Any]], source: dict[str, Any]) -
     started = min(r.started_at for r in runs)
     ended = max(r.ended_at for r in runs)
     levels = [{k: v for k, v in r.config.items()} for r in runs]
-    manifest = {**first.manifest, "source": {**source, "tool": "vllm bench serve", "appended_results": len(runs)},
+    missing = sorted({m for r in runs for m in r.missing})
+    manifest = {**first.manifest, "source": {**source, "tool": "vllm bench serve", "appended_results": len(runs),
+                                             "missing": missing},
                 "levels": levels}
     config = {"case": "serve", "levels": len(runs)}
     results = [res for r in runs for res in r.results]
     events = [ev for r in runs for ev in r.events]
-    missing = sorted({m for r in runs for m in r.missing})
-    manifest["source"]["missing"] = missing
     return ImportedRun(first.name, manifest, config, results, started, (ended - started).total_seconds(), events,
                        kind=SERVE_KIND, missing=missing)
 
