@@ -149,3 +149,14 @@ def test_bench_import_points_tool_files_to_runs_import(tmp_path: Path, capsys: p
     code, out, err = _run(capsys, "bench", "import", str(source), "--store", str(store))
     assert code == 2 and f"gpumatch runs import {source}" in err and len(err.strip().splitlines()) == 1
     assert not out and not store.exists()
+
+
+def test_vllm_appended_levels_keep_their_own_samples(tmp_path: Path) -> None:
+    """Each line of an --append-result file is a level; its per-request latencies stay with its load."""
+    source = DATA / "imports" / "versions" / "vllm-bench-serve-append-2026.jsonl"
+    lines = [json.loads(x) for x in source.read_text().splitlines() if x.strip()]
+    store = str(tmp_path / "s.sqlite")
+    run = serving_run(store, import_file(source, None, store).run_id)
+    for line in lines:
+        load = f"max_concurrency={line['max_concurrency']}"
+        assert sorted(run["samples"][load]["e2e"]) == sorted(x for x in line["latencies"] if x > 0)

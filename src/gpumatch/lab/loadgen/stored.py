@@ -172,19 +172,26 @@ def _add_record(into: dict[str, list[float]], d: dict[str, Any]) -> None:
 
 
 def _add_arrays(into: dict[str, list[float]], d: dict[str, Any]) -> None:
-    """vLLM's per-request arrays (s): a request vLLM counted as failed has TTFT and latency 0 and is left out;
-    TPOT = (E2E - TTFT) / (output tokens - 1) as vLLM computes it."""
+    """vLLM's per-request arrays (s; any of them may be absent: without ``--save-detailed`` newer releases keep only
+    ``latencies``): a request vLLM counted as failed has TTFT and latency 0 and is left out; TPOT = (E2E - TTFT) /
+    (output tokens - 1) as vLLM computes it."""
     ttfts, e2els = d.get("ttfts_s") or [], d.get("e2els_s") or []
     outs, itls = d.get("output_lens") or [], d.get("itls_s") or []
-    for i, ttft in enumerate(ttfts):
-        if not isinstance(ttft, int | float) or ttft <= 0:
-            continue
-        into.setdefault("ttft", []).append(float(ttft))
-        if i < len(itls) and isinstance(itls[i], list):
-            into.setdefault("itl", []).extend(float(x) for x in itls[i] if isinstance(x, int | float))
-        e2e = e2els[i] if i < len(e2els) else None
-        if isinstance(e2e, int | float) and e2e > 0:
-            into.setdefault("e2e", []).append(float(e2e))
+    for i in range(max(len(ttfts), len(e2els))):
+        ttft = _positive(ttfts, i)
+        e2e = _positive(e2els, i)
+        if ttft is not None:
+            into.setdefault("ttft", []).append(ttft)
+            if i < len(itls) and isinstance(itls[i], list):
+                into.setdefault("itl", []).extend(float(x) for x in itls[i] if isinstance(x, int | float))
+        if e2e is not None:
+            into.setdefault("e2e", []).append(e2e)
             n = outs[i] if i < len(outs) else None
-            if isinstance(n, int) and n > 1:
-                into.setdefault("tpot", []).append((float(e2e) - float(ttft)) / (n - 1))
+            if ttft is not None and isinstance(n, int) and n > 1:
+                into.setdefault("tpot", []).append((e2e - ttft) / (n - 1))
+
+
+def _positive(values: list[Any], i: int) -> float | None:
+    """``values[i]`` when it is a number above 0 (vLLM writes 0 for a failed request), else None."""
+    v = values[i] if i < len(values) else None
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
