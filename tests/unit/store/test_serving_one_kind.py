@@ -96,7 +96,7 @@ def test_imported_run_shows_its_levels(tmp_path: Path, capsys: pytest.CaptureFix
     assert set(by_label) == {"c=1", "4/s"} and doc["source"] == "guidellm benchmark"
     assert by_label["4/s"]["mean_ttft_ms"] == pytest.approx(41.3) and by_label["c=1"]["completed"] == 23
     code, out, _ = _run(capsys, "bench", "show", str(rid), "--store", store)
-    assert code == 0 and "4/s" in out and "c=1" in out
+    assert code == 0 and "4/s" in out and "c=1" in out and "measured by guidellm benchmark" in out
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
