@@ -109,8 +109,10 @@ _RUN_A = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run A.")
 _RUN_B = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run B.")
 
 
-@app.command("compare", help="Two bench runs side by side with B/A per case. Refuses (exit 2) runs whose "
-             "manifests differ in performance-relevant fields unless --force. Example: gpumatch bench compare 3 4")
+@app.command("compare", help="Two runs side by side with B/A: two bench runs per case, or two serving runs of any "
+             "tool (bench serve, or vLLM, GuideLLM, AIPerf files from 'runs import') level by level, paired by load, "
+             "with a 95% CI where both keep raw per-request samples. Refuses (exit 2) runs whose manifests differ "
+             "in performance-relevant fields unless --force. Example: gpumatch bench compare 3 4")
 def compare_cmd(run_a: int = _RUN_A, run_b: int = _RUN_B,
                 force: bool = typer.Option(False, "--force", help="Compare even if the manifests differ (flagged)."),
                 store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
@@ -120,12 +122,23 @@ def compare_cmd(run_a: int = _RUN_A, run_b: int = _RUN_B,
     cmp = compare_runs(store, run_a, run_b, force)
     if cmp["differing_fields"]:
         sys.stderr.write(f"gpumatch: warning: manifests differ in {', '.join(cmp['differing_fields'])}\n")
-    if fmt is Format.table:
-        emit(compare_text(cmp))
-    elif fmt is Format.json:
+    if fmt is Format.json:
         emit_object(cmp, fmt)
+    elif cmp.get("kind") == "serve":
+        _emit_serve_compare(cmp, fmt)
+    elif fmt is Format.table:
+        emit(compare_text(cmp))
     else:
         emit_rows(cmp["rows"], fmt, ["key", "unit", "a", "b", "b_over_a", "n_a", "n_b"])
+
+
+def _emit_serve_compare(cmp: dict[str, Any], fmt: Format) -> None:
+    from gpumatch.report.servecompare import CSV_COLUMNS, serve_compare_text
+
+    if fmt is Format.table:
+        emit(serve_compare_text(cmp))
+    else:
+        emit_rows(cmp["rows"], fmt, CSV_COLUMNS)
 
 
 @app.command("export", help="Write a bench run (manifest, cases, results, failures) as JSON. "
@@ -301,9 +314,21 @@ def import_cmd(file: Path = _FILE,
                store: str | None = StoreOption) -> None:
     from gpumatch.lab.imports import import_file
 
+    _refuse_tool_file(file)
     kind, run_id = import_file(file, store)
     sys.stderr.write(f"gpumatch: {file} imported as {kind} run {run_id}\n")
     emit(str(run_id))
+
+
+def _refuse_tool_file(file: Path) -> None:
+    """``bench import`` reads gpumatch's own files; another tool's result file belongs to ``runs import`` (one line,
+    exit 2, nothing written)."""
+    from gpumatch.errors import InputError
+    from gpumatch.store.formats import sniff
+
+    if file.is_file() and (found := sniff(file)) is not None:
+        raise InputError(f"{file} is a {found} result file, not a 'gpumatch bench export' or 'bench serve --out' "
+                         "file", f"store it with 'gpumatch runs import {file}'")
 
 
 _SCALE_HELP = (

@@ -158,7 +158,9 @@ _FROM = typer.Option(..., "--from", help="The store to copy from: a SQLite file 
 _SOURCES = typer.Argument(..., help="Stores to read (files or URLs).")
 _INTO = typer.Option(..., "--into", help="The store to write (created when a new file).")
 _FILE = typer.Argument(..., help="The result file.")
-_SOURCE_FORMAT = typer.Option("", "--format", help="vllm, nccl-tests, guidellm or aiperf (default: detected).")
+_SOURCE_FORMAT = typer.Option("", "--from", "--source-format", help="The file's format: vllm, nccl-tests, guidellm "
+                               "or aiperf (default: detected from the content).")
+_IMPORT_OUTPUT = typer.Option("table", "--format", "-f", help="Output format: table, json or csv.")
 
 
 def _copy(source: str | None, target: str | None, fmt: Format) -> None:
@@ -202,17 +204,34 @@ def merge_cmd(sources: list[str] = _SOURCES, into: str = _INTO, fmt: Format = Fo
 
 
 @app.command("import", help="Store another tool's result file as a run: 'vllm bench serve --save-result' JSON, "
-             "nccl-tests -J JSON, GuideLLM benchmarks.json or AIPerf profile_export_aiperf.json (detected, or "
-             "--format). Importing a file twice stores it once. "
-             "Example: gpumatch runs import vllm-result.json")
+             "GuideLLM benchmarks.json or AIPerf profile_export_aiperf.json as a serving run (kind serve, the "
+             "names 'bench serve' uses), nccl-tests -J JSON as a bench run; the file's format is detected, or "
+             "given with --from. Importing a file twice stores it once. "
+             "Example: gpumatch runs import vllm-result.json --from vllm")
 def import_cmd(file: Path = _FILE, source_format: str = _SOURCE_FORMAT, store: str | None = StoreOption,
-               fmt: Format = FormatOption) -> None:
+               output: str = _IMPORT_OUTPUT) -> None:
     from gpumatch.report.runs import imported_line, refused_line
     from gpumatch.store.imports import import_file
 
+    fmt = _output_format(output)
     out = import_file(file, source_format or None, store)
     emit_object(out.to_dict(), fmt, {**out.to_dict(), "refused": len(out.refused)})
     _say(imported_line(out.to_dict()))
     warning = refused_line(out.to_dict())
     if warning is not None:
         _say(warning)
+
+
+def _output_format(value: str) -> Format:
+    """``--format`` of ``runs import``: the output format, like every command's; a file format given there (the
+    option's meaning before ``--from``) is refused with the new name."""
+    from gpumatch.errors import InputError
+    from gpumatch.store.formats import FORMATS
+
+    if value in FORMATS:
+        raise InputError(f"--format is the output format (table, json, csv), not the file's format {value!r}",
+                         f"give the file's format with --from {value}")
+    try:
+        return Format(value)
+    except ValueError:
+        raise InputError(f"unknown output format {value!r}", "give --format table, json or csv") from None

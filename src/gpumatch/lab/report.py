@@ -55,7 +55,7 @@ def build_report(query: ReportQuery) -> dict[str, Any]:
         out["plan"] = plan_section(query)
     out["runs"] = [run_section(query.store, r) for r in query.run_ids]
     out["side_by_side"] = None
-    if len(query.run_ids) >= 2 and all(r["run"].get("kind") == "bench" for r in out["runs"]):
+    if len(query.run_ids) >= 2 and all(r["run"].get("kind") in ("bench", "serve") for r in out["runs"]):
         from gpumatch.lab.sidebyside import side_by_side
 
         out["side_by_side"] = side_by_side(query.store, query.run_ids)

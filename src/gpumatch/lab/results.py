@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import InputError
+from gpumatch.metric_names import canonical_metric
 
 PERCENTILE_KEYS = ("p50_s", "p90_s", "p99_s")
 
@@ -62,13 +63,13 @@ SERVING_LOAD = ("max_concurrency", "request_rate")
 """What identifies a serving load level across tools: the concurrency cap (clients) and the request rate (1/s)."""
 
 
-def _serving(config: dict[str, Any]) -> bool:
+def serving_config(config: dict[str, Any]) -> bool:
     """A serving level: an imported tool's (``case: serve``) or gpumatch ``bench serve``'s (``mode`` concurrency or
     rate, :class:`gpumatch.lab.loadgen.runner.Level`)."""
     return config.get("case") == "serve" or config.get("mode") in ("concurrency", "rate")
 
 
-def _load_key(config: dict[str, Any]) -> str:
+def load_key(config: dict[str, Any]) -> str:
     """A serving level as ``max_concurrency=8`` / ``request_rate=4``: only the load, numbers written alike
     (8 == 8.0; an infinite rate, vLLM's ``"inf"``, means no rate limit and is left out), plus ``phase=search``
     for gpumatch's search levels; labels, level indexes and each tool's own settings do not split levels."""
@@ -81,11 +82,11 @@ def _load_key(config: dict[str, Any]) -> str:
 
 def case_key(row: dict[str, Any]) -> str:
     """What a result measures, as one line: the case, the metric and its configuration. A serving level keys on
-    its load only (:func:`_load_key`), so a gpumatch ``bench serve`` level pairs with the same load imported from
+    its load only (:func:`load_key`), so a gpumatch ``bench serve`` level pairs with the same load imported from
     vLLM, GuideLLM or AIPerf (``gpumatch runs import``)."""
     config = row.get("config") or {}
-    if _serving(config):
-        return f"serve {row['metric']} {_load_key(config)}".strip()
+    if serving_config(config):
+        return f"serve {row['metric']} {load_key(config)}".strip()
     cfg = {k: v for k, v in config.items() if k not in ("case", "kind")}
     parts = " ".join(f"{k}={v}" for k, v in cfg.items() if not isinstance(v, dict | list))
     return f"{(row.get('config') or {}).get('case', '')} {row['metric']} {parts}".strip()
@@ -110,7 +111,9 @@ def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None, raw: b
     if manifest is not None and "ratio" not in extra:
         extra = {**extra, **_predict_now(r, manifest)}
     config = r.get("config") or {}
-    row = {"case": config.get("case") or ("serve" if _serving(config) else None), "metric": r["metric"],
+    # a serving result reads under its canonical name, whichever gpumatch version stored it (metric_names.py)
+    metric = canonical_metric(r["metric"]) if serving_config(config) else r["metric"]
+    row = {"case": config.get("case") or ("serve" if serving_config(config) else None), "metric": metric,
            "measured": r["value"], "unit": r["unit"], "predicted": extra.get("predicted"),
            "datasheet": extra.get("datasheet"), "ratio": extra.get("ratio"), "n": extra.get("n"),
            "config": r.get("config")}
@@ -124,11 +127,23 @@ def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None, raw: b
 
 
 def compare_runs(store: Path | str | None, run_a: int, run_b: int, force: bool = False) -> dict[str, Any]:
-    """Side by side per result: A, B and B/A. Refuses (InputError, exit 2) runs whose manifests differ in a
-    performance-relevant field (:data:`gpumatch.bench.manifest.PERFORMANCE_FIELDS`) unless ``force``; with
-    ``force`` they are listed in ``differing_fields``."""
+    """Side by side per result: A, B and B/A; two serving runs (any tool's) go to
+    :func:`gpumatch.lab.loadgen.compare.compare_serving`, a serving run against a bench run is refused. Refuses
+    (InputError, exit 2) runs whose manifests differ in a performance-relevant field
+    (:data:`gpumatch.bench.manifest.PERFORMANCE_FIELDS`) unless ``force``; with ``force`` they are listed in
+    ``differing_fields``."""
     from gpumatch.bench.manifest import differing_fields
+    from gpumatch.lab.loadgen.stored import is_serving_run
 
+    serving = (is_serving_run(store, run_a), is_serving_run(store, run_b))
+    if all(serving):
+        from gpumatch.lab.loadgen.compare import compare_serving
+
+        return compare_serving(store, run_a, run_b, force)
+    if any(serving):
+        one, other = (run_a, run_b) if serving[0] else (run_b, run_a)
+        raise InputError(f"run {one} is a serving run and run {other} is not",
+                         "compare two bench runs, or two serving runs (bench serve or 'runs import')")
     a, b = load_run(store, run_a, raw=True), load_run(store, run_b, raw=True)
     differing = differing_fields(a["manifest"], b["manifest"])
     if differing and not force:

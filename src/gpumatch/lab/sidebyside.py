@@ -1,4 +1,4 @@
-"""Several stored bench runs side by side (``gpumatch report --run A --run B ...``; issue 15 item 2).
+"""Several stored bench or serving runs side by side (``gpumatch report --run A --run B ...``; issue 15 item 2).
 
 One row per comparable quantity (a result key shared by the runs, or a case's telemetry), one cell per run:
 
@@ -26,14 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import InputError
+from gpumatch.metric_names import SERVING_LABELS
 
 QUANTITIES: dict[str, str] = {
     "decode_tokens_per_s": "tok/s", "decode_step_s": "TPOT", "prefill_s": "TTFT",
     "prefill_tokens_per_s": "tok/s", "train_tokens_per_s": "tok/s",
     "train_peak_memory_bytes": "peak memory",
-    # serving levels (gpumatch bench serve, and runs imported from vLLM, GuideLLM, AIPerf: metric_names.py)
-    "output_tokens_per_s": "out tok/s", "request_throughput_per_s": "req/s", "ttft_p50_s": "TTFT p50",
-    "ttft_p99_s": "TTFT p99", "tpot_p50_s": "TPOT p50", "tpot_p99_s": "TPOT p99",
+    # serving levels (gpumatch bench serve, and runs imported from vLLM, GuideLLM, AIPerf), by their canonical
+    # names (metric_names.py; older stored names read through canonical_metric)
+    **{m: SERVING_LABELS[m] for m in ("output_tokens_per_s", "request_throughput_per_s", "ttft_p50_s", "ttft_p99_s",
+                                      "tpot_p50_s", "tpot_p99_s", "e2e_p99_s")},
 }
 """The result metrics shown, with their short label; plus every ``*_energy_j_per_token`` (J/token gross) and
 ``*_energy_net_j_per_token`` (J/token net)."""
@@ -118,9 +120,23 @@ def _value_interval(value: float | None, raw: Any, holder: dict[str, Any], unit:
 
 
 def _runs(store: Path | str | None, run_ids: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Each run as :func:`gpumatch.lab.results.load_run` shapes a bench run; a serving run (any tool's, kind
+    ``serve``) in the same shape, its results under their canonical names, no cases."""
+    from gpumatch.lab.loadgen.stored import is_serving_run
     from gpumatch.lab.results import load_run
 
-    return [load_run(store, r, raw=True) for r in run_ids]
+    return [_serving_shape(store, r) if is_serving_run(store, r) else load_run(store, r, raw=True) for r in run_ids]
+
+
+def _serving_shape(store: Path | str | None, run_id: int) -> dict[str, Any]:
+    from gpumatch.lab.results import result_row
+    from gpumatch.store import open_existing_store
+
+    with open_existing_store(store) as st:
+        data = st.export_run(run_id)
+    run = data["run"]
+    return {"run": {k: v for k, v in run.items() if k != "manifest"}, "manifest": run.get("manifest") or {},
+            "cases": [], "results": [result_row(r) for r in data["results"]], "failures": []}
 
 
 def software_differs(runs: list[dict[str, Any]]) -> list[str]:
@@ -169,9 +185,18 @@ def side_by_side(store: Path | str | None, run_ids: tuple[int, ...]) -> dict[str
 
 def _put(rows: dict[str, dict[str, Any]], key: str, r: dict[str, Any], label: str, unit: str, i: int, value: Any,
          raw: Any, holder: dict[str, Any], ratio: Any) -> None:
-    row = rows.setdefault(key, {"key": key, "case": r.get("case"), "metric": r["metric"], "quantity": label,
+    row = rows.setdefault(key, {"key": key, "case": _case(r), "metric": r["metric"], "quantity": label,
                                 "unit": unit, "config": r.get("config"), "cells": {}})
     row["cells"][i] = {"value": value, "raw": raw, "holder": holder, "ratio": ratio}
+
+
+def _case(r: dict[str, Any]) -> Any:
+    """The row's case; a serving level's is its load (``serve c=8``), the level it pairs by."""
+    if r.get("case") != "serve":
+        return r.get("case")
+    from gpumatch.lab.loadgen.stored import level_label
+
+    return f"serve {level_label(r.get('config') or {})}"
 
 
 def _finish(row: dict[str, Any], runs: list[dict[str, Any]], n: int) -> dict[str, Any]:

@@ -135,5 +135,8 @@ def refused_line(out: dict[str, Any]) -> str | None:
 def imported_line(out: dict[str, Any]) -> str:
     """One line after ``runs import``."""
     if out["created"]:
-        return f"{out['format']} file stored as run {out['run_id']} ({out['results']} results) in {out['store']}"
+        missing = out.get("missing") or []
+        note = f"; the file does not say its {' or its '.join(missing)}" if missing else ""
+        return (f"{out['format']} file stored as {out.get('kind', 'bench')} run {out['run_id']} ({out['results']} "
+                f"results) in {out['store']}{note}")
     return f"this file was imported before: run {out['run_id']} in {out['store']} (nothing written)"

@@ -101,7 +101,12 @@ def serve_text(doc: dict[str, Any]) -> str:
     """The run as text: the level table, notes, formulas and where it was stored."""
     parts = [to_table(level_rows(doc["levels"]), COLUMNS)]
     parts += [wrap_block(n) for n in notes(doc)]
-    parts += [wrap_block(f) for f in FORMULA_LINES]
+    source = doc.get("source")
+    if source and source != "gpumatch bench serve":  # an imported run: its tool's definitions, no client check
+        parts.append(wrap_block(f"measured by {source} (imported with 'gpumatch runs import'); the figures are "
+                                "that tool's, the client column does not apply"))
+    else:
+        parts += [wrap_block(f) for f in FORMULA_LINES]
     run_id = doc.get("run_id", (doc.get("run") or {}).get("run_id"))
     if run_id is not None:
         parts.append(f"stored as run {run_id} (gpumatch bench show {run_id}; --format json for every figure)")

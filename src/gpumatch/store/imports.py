@@ -38,9 +38,12 @@ class ImportOutcome:
     store: str
     refused: list[dict[str, Any]] = field(default_factory=list)
     """The values not stored (:class:`~gpumatch.store.validate.Refused` as dicts); empty for a sound file."""
+    kind: str = "bench"
+    missing: tuple[str, ...] = ()
+    """What the file does not say (the model, the load), stated in the summary line, never dropped silently."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "missing": list(self.missing)}
 
 
 def _iso(t: datetime) -> str:
@@ -75,7 +78,8 @@ def import_file(path: Path, fmt: str | None = None, store: Path | str | None = N
             rid = st._db.read("finding the imported run", lambda c: int(c.execute(
                 "SELECT run_id FROM runs WHERE run_uuid = ?", (run_uuid,)).fetchone()[0]))
         return ImportOutcome(rid, run_uuid, created, str(run.manifest["source"]["format"]), run.name,
-                             len(run.results), str(st.path), [r.to_dict() for r in refused])
+                             len(run.results), str(st.path), [r.to_dict() for r in refused], run.kind,
+                             tuple(run.missing))
 
 
 def checked(run: ImportedRun, path: Path) -> tuple[ImportedRun, list[Refused]]:

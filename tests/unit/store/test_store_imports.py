@@ -76,7 +76,7 @@ def test_unknown_file_is_a_clear_input_error(tmp_path: Path, capsys: pytest.Capt
     bad = tmp_path / "x.json"
     bad.write_text('{"hello": 1}')
     code, _, err = _run(capsys, "runs", "import", str(bad), "--store", str(tmp_path / "s.sqlite"))
-    assert code == 2 and "not a result file gpumatch can import" in err and "--format" in err
+    assert code == 2 and "not a result file gpumatch can import" in err and "--from" in err
     assert not (tmp_path / "s.sqlite").exists()
 
 
@@ -90,7 +90,7 @@ def test_imported_vllm_run_beside_a_gpumatch_run(tmp_path: Path, capsys: pytest.
         s.add_result(rid, "output_tokens_per_s", 570.0, "token/s", config=cfg)
         s.end_run(rid, "completed")
     code, out, err = _run(capsys, "runs", "import", str(VLLM), "--store", store, "--format", "json")
-    assert code == 0 and "stored as run 2" in err and json.loads(out)["run_id"] == 2
+    assert code == 0 and "stored as serve run 2" in err and json.loads(out)["run_id"] == 2
     code, out, _ = _run(capsys, "bench", "compare", "1", "2", "--store", store, "--force", "--format", "json")
     assert code == 0
     rows = {r["metric"]: r for r in json.loads(out)["rows"]}

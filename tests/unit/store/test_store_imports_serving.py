@@ -110,7 +110,7 @@ def test_imported_run_beside_a_gpumatch_run(tmp_path: Path, capsys: pytest.Captu
         s.add_result(rid, "ttft_mean_s", 0.040, "s", config=config)
         s.end_run(rid, "completed")
     code, out, err = _run(capsys, "runs", "import", str(source), "--store", store, "--format", "json")
-    assert code == 0 and "stored as run 2" in err
+    assert code == 0 and "stored as serve run 2" in err
     code, out, _ = _run(capsys, "bench", "compare", "1", "2", "--store", store, "--force", "--format", "json")
     assert code == 0
     (paired,) = [r for r in json.loads(out)["rows"] if r["a"] is not None and r["b"] is not None]

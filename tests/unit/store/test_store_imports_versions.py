@@ -246,7 +246,7 @@ def test_imported_levels_beside_a_gpumatch_serve_run(tmp_path: Path, capsys: pyt
     rows = json.loads(out)["side_by_side"]["rows"]
     (ttft,) = [r for r in rows if r["key"] == "serve ttft_p50_s max_concurrency=8"]
     assert [c["value"] for c in ttft["cells"]] == [0.040, pytest.approx(want_c8)]
-    assert ttft["quantity"] == "TTFT p50" and ttft["case"] == "serve"
+    assert ttft["quantity"] == "TTFT p50" and ttft["case"] == "serve c=8"
 
 
 def _first_vllm_level() -> dict[str, Any]:

@@ -12,8 +12,9 @@
      :class:`~.metrics.RequestRecord` with its level), failed and incomplete ones included;
    - one event ``warmup_request`` per warm-up request (its raw record with its level; never in the figures);
    - one failure per level and error class (count, first message);
-   - one result per level and figure (SI units: ``ttft_mean_s``, ``tpot_p99_s``, ``request_throughput`` in 1/s,
-     ...), its ``extra`` holding the vLLM key, ``n``, the formula, the prediction and the ratio;
+   - one result per level and figure under the canonical serving names of :mod:`gpumatch.metric_names`
+     (``ttft_p50_s``, ``e2e_p99_s``, ``request_throughput_per_s``...), its ``extra`` holding the vLLM key,
+     ``n``, the formula, the prediction and the ratio;
    - one event ``level`` with the level's whole summary (vLLM names), prediction, self-test and verdict.
 
 A server that disappears (connection refused) ends the run: the level is kept with its errors, the run is
@@ -42,6 +43,8 @@ from gpumatch.lab.loadgen.predict import PredictionSetup, detect_gpu, predict_le
 from gpumatch.lab.loadgen.runner import Level, run_level
 from gpumatch.lab.loadgen.selftest import ClientCheck, Limits, lag_reason, self_test
 from gpumatch.lab.loadgen.usage import run_warnings, usage_summary
+from gpumatch.lab.loadgen.workload import RequestSpec, from_dataset, synthetic
+from gpumatch.metric_names import canonical_metric, serve_result_name
 
 Progress = Callable[..., None]
 """``progress(phase, text, done=0, total=0)``: phase ``probe``, ``selftest``, ``level`` (starting), ``warmup``
@@ -385,17 +388,19 @@ def _record(rec: Any, lv: LevelResult) -> None:
     for key, unit in (("energy_per_output_token_j", "J/token"), ("energy_net_per_output_token_j", "J/token"),
                       ("power_w_mean", "W")):
         if lv.energy.get(key) is not None:
-            rec.add_result(key, lv.energy[key], unit, config=cfg,
+            rec.add_result(canonical_metric(key), lv.energy[key], unit, config=cfg,
                            extra={k: v for k, v in lv.energy.items() if not k.startswith("energy_per")
                                   and not k.startswith("energy_net")})
     rec.add_event(base, "level", lv.to_dict(raw=False))
 
 
 def stored_figures() -> list[tuple[str, str, str, float]]:
-    """(summary key, stored metric, unit, scale to SI) for every figure stored as a result."""
-    out = [(f"{stat}_{name}_ms", f"{name}_{stat}_s", "s", 1.0e-3) for name in STORED for stat in STATS]
-    out += [("p99_client_lag_ms", "client_lag_p99_s", "s", 1.0e-3)]
-    return out + [(k, k, unit, 1.0) for k, unit in RATES.items()]
+    """(summary key, stored metric, unit, scale to SI) for every figure stored as a result, under the canonical
+    serving names (:func:`gpumatch.metric_names.serve_result_name`: ``median_ttft_ms`` -> ``ttft_p50_s``,
+    ``request_throughput`` -> ``request_throughput_per_s``), the names imported runs carry too."""
+    keys = [f"{stat}_{name}_ms" for name in STORED for stat in STATS]
+    keys += ["p99_client_lag_ms", *RATES, "completed", "failed", "duration"]
+    return [(k, *got) for k in keys if (got := serve_result_name(k)) is not None]
 
 
 def write_json(run: ServeRun, out: Path) -> Path:

@@ -1,11 +1,12 @@
 """Other tools' result files in and gpumatch runs out: the field's formats (docs/store.md, "Formats").
 
-Import (``gpumatch runs import FILE [--format ...]``): a file from ``vllm bench serve --save-result``
+Import (``gpumatch runs import FILE [--from ...]``): a file from ``vllm bench serve --save-result``
 (:mod:`.vllm`; with ``--append-result`` one object a line, read as one run with a level per line), nccl-tests
 ``-J`` (:mod:`.nccl_tests`), GuideLLM ``benchmarks.json`` (:mod:`.guidellm`) or AIPerf/GenAI-Perf
-``profile_export_aiperf.json`` / ``profile_export_genai_perf.json`` (:mod:`.aiperf`) becomes one run of kind
-``bench`` in the store, its values converted to gpumatch's SI result names (each result's ``extra`` keeps the
-source key, value and unit), its source recorded in the manifest (``source.format``, ``source.tool``,
+``profile_export_aiperf.json`` / ``profile_export_genai_perf.json`` (:mod:`.aiperf`) becomes one run in the store
+(a serving file: kind ``serve``, the kind of ``gpumatch bench serve`` runs, :data:`gpumatch.metric_names.SERVE_KIND`;
+nccl-tests: kind ``bench``), its values converted to gpumatch's canonical SI result names (each result's ``extra``
+keeps the source key, value and unit), its source recorded in the manifest (``source.format``, ``source.tool``,
 ``source.file``, ``source.sha256``), and the per-request or per-size raw data kept as an event. The run's global
 id is derived from the file's SHA-256, so importing a file twice (or into two stores that are merged later) gives
 one run. Export: :mod:`.export`.
@@ -20,11 +21,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from gpumatch.errors import DataFileError, InputError
+from gpumatch.errors import DataFileError, GpumatchError, InputError
 from gpumatch.files import parse_json_object, read_bytes
 
 FORMATS = ("vllm", "nccl-tests", "guidellm", "aiperf")
-"""Formats ``gpumatch runs import`` reads (``--format``); detected from the content when not given."""
+"""Formats ``gpumatch runs import`` reads (``--from``); detected from the content when not given."""
 
 MAX_IMPORT_BYTES = 200_000_000
 """A result file larger than this is refused (a vLLM file with per-request arrays for 100k requests is ~30 MB)."""
@@ -55,6 +56,8 @@ class ImportedRun:
     duration_s: float | None
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     kind: str = "bench"
+    missing: list[str] = field(default_factory=list)
+    """What the file does not say that a run should (the model, the load): stated in the import summary."""
 
     @property
     def ended_at(self) -> datetime:
@@ -108,7 +111,7 @@ def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
     if found is None:
         raise InputError(f"{path}: not a result file gpumatch can import (no vLLM, nccl-tests, GuideLLM or AIPerf "
                          "keys)",
-                         f"give --format ({', '.join(FORMATS)}) if it is one of them")
+                         f"give --from ({', '.join(FORMATS)}) if it is one of them")
     if found not in FORMATS:
         raise InputError(f"unknown import format {found!r}", f"use one of: {', '.join(FORMATS)}")
     sha = hashlib.sha256(raw).hexdigest()
@@ -128,6 +131,20 @@ def read_source(path: Path, fmt: str | None) -> tuple[ImportedRun, str]:
     from gpumatch.store.formats.nccl_tests import parse_nccl_tests
 
     return parse_nccl_tests(data, source), sha
+
+
+def sniff(path: Path) -> str | None:
+    """The import format of the file at ``path`` (:data:`FORMATS`: a vLLM object or ``--append-result`` lines, a
+    GuideLLM, AIPerf or nccl-tests file), or None for anything else (a gpumatch export, not JSON, unreadable: the
+    caller's own reader says what is wrong)."""
+    try:
+        text = read_bytes(path, str(path), MAX_IMPORT_BYTES).decode("utf-8", errors="replace")
+    except GpumatchError:
+        return None
+    try:
+        return detect(parse_json_object(text, str(path)))
+    except DataFileError:
+        return "vllm" if appended_objects(text, str(path)) else None
 
 
 def wrong_file(text: str, path: Path) -> None:

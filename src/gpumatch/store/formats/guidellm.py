@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpumatch.errors import InputError
-from gpumatch.metric_names import DIST_STATS, GUIDELLM_LATENCIES, GUIDELLM_RATES
+from gpumatch.metric_names import DIST_STATS, GUIDELLM_LATENCIES, GUIDELLM_RATES, SERVE_KIND
 from gpumatch.store.formats import ImportedResult, ImportedRun, number, obj
 
 KNOWN_VERSIONS = (1, 2)
@@ -62,7 +62,10 @@ def parse_guidellm(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
     started = datetime.fromtimestamp(min(starts), UTC) if starts else datetime.now(UTC)
     duration = max(ends) - min(starts) if starts and ends else None
     config = {"case": "serve", "profile": profile, "levels": len(levels)}
-    return ImportedRun(f"serve {model or 'unknown model'} (guidellm)", manifest, config, results, started, duration)
+    missing = [] if model else ["model"]
+    manifest["source"]["missing"] = missing
+    return ImportedRun(f"serve {model or 'unknown model'} (guidellm)", manifest, config, results, started, duration,
+                       kind=SERVE_KIND, missing=missing)
 
 
 def _check_version(data: dict[str, Any], source: dict[str, Any]) -> None:

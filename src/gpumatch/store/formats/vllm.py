@@ -7,7 +7,8 @@ with ``config = {"case": "serve", ...}`` (the load: request rate, concurrency, p
 ``{"source_key", "source_value", "source_unit"}``. The run's configuration is the load and the model; the manifest
 records the source and the endpoint's model. The per-request arrays (``ttfts``, ``itls``, ``input_lens``,
 ``output_lens``, in newer releases ``latencies``; vLLM writes seconds and token counts) are kept as one
-``requests`` event, renamed with units (``ttfts_s``, ``itls_s``, ``e2els_s``); generated texts are dropped;
+``requests`` event, renamed with units (``ttfts_s``, ``itls_s``, ``e2els_s``) with the level's ``config`` (the raw
+samples ``bench compare`` bootstraps its intervals from); generated texts are dropped;
 non-empty ``errors`` are counted (``failed_requests``). ``date`` (``%Y%m%d-%H%M%S``, the benchmark host's local time,
 stamped when the result is saved, after the run) is taken as UTC; the run starts ``duration`` seconds before it.
 
@@ -23,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpumatch.errors import InputError
-from gpumatch.metric_names import si_name
+from gpumatch.metric_names import SERVE_KIND, si_name
 from gpumatch.store.formats import ImportedResult, ImportedRun, number, utc
 
 _LOAD_KEYS = ("backend", "endpoint_type", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
@@ -60,7 +61,9 @@ def parse_vllm(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
         raise InputError(f"{source['file']}: a vLLM result file without latency metrics (mean_ttft_ms...)",
                          "give the file 'vllm bench serve --save-result' wrote")
     arrays = {new: data[old] for old, new in _ARRAYS.items() if isinstance(data.get(old), list)}
-    manifest = {"source": {**source, "tool": "vllm bench serve", "unmeasured": sorted(unmeasured)},
+    missing = [] if data.get("model_id") else ["model"]
+    manifest = {"source": {**source, "tool": "vllm bench serve", "unmeasured": sorted(unmeasured),
+                           "missing": missing},
                 "model": data.get("model_id"),
                 "tokenizer": data.get("tokenizer_id"), "backend": data.get("backend")}
     duration = number(data.get("duration"))
@@ -69,7 +72,8 @@ def parse_vllm(data: dict[str, Any], source: dict[str, Any]) -> ImportedRun:
     started = saved - timedelta(seconds=duration or 0.0) if saved else datetime.now(UTC)
     model = data.get("model_id") or "unknown model"
     return ImportedRun(f"serve {model} (vllm bench serve)", manifest, config, results, started, duration,
-                       [("requests", arrays)] if arrays else [])
+                       [("requests", {**arrays, "config": config})] if arrays else [], kind=SERVE_KIND,
+                       missing=missing)
 
 
 def _unit(key: str) -> str:
@@ -89,12 +93,15 @@ def parse_vllm_appended(objects: list[dict[str, Any]], source: dict[str, Any]) -
     started = min(r.started_at for r in runs)
     ended = max(r.ended_at for r in runs)
     levels = [{k: v for k, v in r.config.items()} for r in runs]
-    manifest = {**first.manifest, "source": {**source, "tool": "vllm bench serve", "appended_results": len(runs)},
+    missing = sorted({m for r in runs for m in r.missing})
+    manifest = {**first.manifest, "source": {**source, "tool": "vllm bench serve", "appended_results": len(runs),
+                                             "missing": missing},
                 "levels": levels}
     config = {"case": "serve", "levels": len(runs)}
     results = [res for r in runs for res in r.results]
     events = [ev for r in runs for ev in r.events]
-    return ImportedRun(first.name, manifest, config, results, started, (ended - started).total_seconds(), events)
+    return ImportedRun(first.name, manifest, config, results, started, (ended - started).total_seconds(), events,
+                       kind=SERVE_KIND, missing=missing)
 
 
 def _unmeasured(data: dict[str, Any]) -> set[str]:
