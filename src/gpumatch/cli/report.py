@@ -29,13 +29,14 @@ Examples:
 
 The page works offline (no script, no network; plots are inline SVG) and stays under 5 MB: per shortlisted card
 the roofline with the workload's operators, memory growth with the card's capacity, the experiment plan and the
-procurement re-check list; per run predicted vs measured, power/clock/temperature with throttling shaded, and
-the decode load curve. Serve runs (bench serve, imported vLLM/GuideLLM/AIPerf files) overlay one line per run:
-TTFT and TPOT (p50, p99), tokens/s and J/token over concurrency or request rate beside gpumatch's prediction, and
-the SLO frontier with the levels that meet the SLO. With two bench runs or more (say on two cards), they also
-come side by side against the first: tokens/s, TPOT, TTFT, peak memory, mean power, J/token gross and net,
-$/M tokens at the card's on-demand price, the verdicts, predicted/measured, with 95% bootstrap intervals where raw timings are stored and * where
-a run differs significantly from the first. --format json gives all the data, csv the side-by-side rows.
+procurement re-check list; per run predicted vs measured, power/clock/temperature with throttling shaded, and the
+decode load curve. Serve runs (bench serve, imported vLLM/GuideLLM/AIPerf files) overlay one line per run: TTFT
+and TPOT (p50, p99), tokens/s and J/token over concurrency or request rate beside gpumatch's prediction, and the
+SLO frontier with the levels that meet the SLO. With two bench runs or more (say on two cards), they also come
+side by side against the first: tokens/s, TPOT, TTFT, peak memory, mean power, J/token gross and net, $/M tokens
+at the card's on-demand price, the verdicts, predicted/measured, with 95% bootstrap intervals where raw timings
+are stored and * where a run differs significantly from the first. --format json gives all the data, csv the side-
+by-side rows.
 Planning needs no GPU and no store.
 """
 
