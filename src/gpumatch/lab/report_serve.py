@@ -184,7 +184,7 @@ def slo_for(runs: list[dict[str, Any]], ttft_ms: float | None, tpot_ms: float | 
         if s.get("ttft_ms") is not None or s.get("tpot_ms") is not None:
             return {"ttft_p99_s": None if s.get("ttft_ms") is None else s["ttft_ms"] / 1e3,
                     "tpot_p99_s": None if s.get("tpot_ms") is None else s["tpot_ms"] / 1e3,
-                    "source": f"from run {r['run']['run_id']}'s settings (bench serve --slo-*-ms)"}
+                    "source": f"from run {r['run']['run_id']}'s settings: bench serve --slo-*-ms"}
     return {**DEFAULT_SLO, "source": DEFAULT_SLO_SOURCE}
 
 
@@ -224,14 +224,16 @@ def _serve_run(data: dict[str, Any], events: list[dict[str, Any]], slo: dict[str
 def serving_section(store: Path | None, runs: list[dict[str, Any]], slo_ttft_ms: float | None = None,
                     slo_tpot_ms: float | None = None) -> dict[str, Any] | None:
     """The page's serving part for the serve runs among ``runs`` (:func:`gpumatch.lab.report.run_section`
-    dicts), None without one: ``{"slo", "runs": [{run_id, card, model, tool, predicted_by, levels}], "modes"}``."""
+    dicts), None without one: ``{"slo", "runs": [{run_id, card, model, tool, predicted_by, levels}], "modes",
+    "energy", "tails"}`` (``energy``: a level has J/token; ``tails``: a level has a p99)."""
     serve = [r for r in runs if is_serve_run(r)]
     if not serve:
         return None
     slo = slo_for(serve, slo_ttft_ms, slo_tpot_ms)
     out = [_serve_run(r, _level_events(store, r), slo) for r in serve]
     modes = sorted({lv["mode"] for r in out for lv in r["levels"] if lv["mode"] != "other"}, key=_ORDER.__getitem__)
-    return {"slo": slo, "runs": out, "modes": modes,
+    tails = any(lv["ttft_p99_s"] is not None or lv["tpot_p99_s"] is not None for r in out for lv in r["levels"])
+    return {"slo": slo, "runs": out, "modes": modes, "tails": tails,
             "energy": any(lv["energy_per_output_token_j"] is not None for r in out for lv in r["levels"])}
 
 

@@ -116,8 +116,9 @@ def energy_curves(serving: dict[str, Any], mode: str) -> str:
 
 
 def slo_frontier(serving: dict[str, Any]) -> str:
-    """Output tokens/s against p99 TTFT (top) and p99 TPOT (bottom), one line per run and load mode, the SLO as
-    a red dashed line; filled markers meet the SLO, open red-edged ones miss it (or lack a p99)."""
+    """Output tokens/s against p99 TTFT (top) and p99 TPOT (bottom), one line per run and load mode (a level of
+    neither mode, GuideLLM's ``throughput``, a lone point), the SLO as a red dashed line; filled markers meet the
+    SLO, open red-edged ones miss it."""
     slo = serving["slo"]
     panels = (("ttft_p99_s", "p99 TTFT (ms)"), ("tpot_p99_s", "p99 TPOT (ms)"))
     with _figure(7.6, 7.4, rows=2, sharex=False) as (fig, axes):
@@ -140,12 +141,14 @@ def slo_frontier(serving: dict[str, Any]) -> str:
 
 
 def _frontier_run(ax: Any, run: dict[str, Any], key: str, colour: str) -> None:
-    for mode, ls in (("concurrency", "-"), ("rate", "--")):
-        pts = [lv for lv in _levels(run, mode) if lv.get(key) is not None and lv.get("output_tokens_per_s")]
+    for mode, ls in (("concurrency", "-"), ("rate", "--"), ("other", "")):
+        pts = sorted((lv for lv in run["levels"] if lv["mode"] == mode and lv.get(key) is not None
+                      and lv.get("output_tokens_per_s")), key=lambda lv: lv["load"] or 0.0)
         if not pts:
             continue
         xs, ys = [lv[key] * 1e3 for lv in pts], [lv["output_tokens_per_s"] for lv in pts]
-        ax.plot(xs, ys, color=colour, ls=ls, lw=1.5, zorder=2)
+        if ls:
+            ax.plot(xs, ys, color=colour, ls=ls, lw=1.5, zorder=2)
         for x, y, lv in zip(xs, ys, pts, strict=True):
             ok = lv["meets_slo"] is True
             ax.scatter([x], [y], s=55, zorder=3, color=colour if ok else "white", edgecolors=colour if ok else MISS,

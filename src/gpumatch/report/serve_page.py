@@ -130,9 +130,12 @@ def serving_html(sv: dict[str, Any]) -> str:
     if not sv["energy"]:
         parts.append('<p class="muted">No energy per token: none of these runs stored GPU telemetry (gpumatch '
                      "serve publishes it at /gpumatch/telemetry; other servers do not).</p>")
-    parts.append(figure(fs.slo_frontier(sv), "Each point is one load level; the further up and left, the better. "
-                        "Filled: meets the SLO at p99; open with a red edge: misses it or has no p99.", "serve-slo",
-                        "SLO frontier: throughput against tail latency"))
+    if not sv["tails"]:
+        parts.append('<p class="muted">No SLO frontier: no level has a p99 (it needs 100 requests or more).</p>')
+    else:
+        parts.append(figure(fs.slo_frontier(sv), "Each point is one load level; the further up and left, the better. "
+                            "Filled: meets the SLO at p99; open with a red edge: misses it or has no p99.",
+                            "serve-slo", "SLO frontier: throughput against tail latency"))
     for r in sv["runs"]:
         parts.append(f'<h3 id="serve-run-{r["run_id"]}">{_e(run_heading(r))}</h3>{level_table(r)}')
     parts.append(f'<p class="muted">{_e(ERROR_NOTE)}.</p>')

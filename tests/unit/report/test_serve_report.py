@@ -128,3 +128,14 @@ def test_counts_and_serve_configs_in_the_shared_value_texts() -> None:
     assert value_text(23.67, "1/s", "request_throughput") == "23.7 /s"
     assert config_text({"case": "serve", "request_rate": "inf", "max_concurrency": 8}) == "c=8"
     assert config_text({"case": "serve", "strategy": "constant", "request_rate": 4.0}) == "4/s"
+
+
+def test_levels_without_a_p99_have_no_frontier_and_say_why(store: Path) -> None:
+    from gpumatch.report.serve_page import serving_html
+
+    sv = _serving(store, (2,))
+    assert sv["tails"]
+    for lv in sv["runs"][0]["levels"]:  # as a run of fewer than 100 requests stores them
+        lv["ttft_p99_s"] = lv["tpot_p99_s"] = None
+    page = serving_html({**sv, "tails": False})
+    assert 'id="serve-slo"' not in page and "No SLO frontier" in page and 'id="serve-load-concurrency"' in page
