@@ -35,8 +35,8 @@ and TPOT (p50, p99), tokens/s and J/token over concurrency or request rate besid
 SLO frontier with the levels that meet the SLO. With two bench runs or more (say on two cards), they also come
 side by side against the first: tokens/s, TPOT, TTFT, peak memory, mean power, J/token gross and net, $/M tokens
 at the card's on-demand price, the verdicts, predicted/measured, with 95% bootstrap intervals where raw timings
-are stored and * where a run differs significantly from the first. --format json gives all the data, csv the side-
-by-side rows.
+are stored and * where a run differs significantly from the first. --format json gives all the data, csv the
+side-by-side rows (serve runs: one row per level).
 Planning needs no GPU and no store.
 """
 
@@ -100,6 +100,11 @@ def _csv(data: dict[str, Any]) -> str:
     from gpumatch.errors import InputError
     from gpumatch.report.sidebyside import side_by_side_csv
 
+    if data.get("serving") and not data.get("side_by_side"):
+        from gpumatch.report.serve_page import serving_csv
+
+        return serving_csv(data["serving"])
     if not data.get("side_by_side"):
-        raise InputError("--format csv gives the runs side by side", "give two bench runs or more: --run A --run B")
+        raise InputError("--format csv gives the runs side by side, or the levels of serve runs",
+                         "give two bench runs or more (--run A --run B), or serve runs")
     return side_by_side_csv(data["side_by_side"])

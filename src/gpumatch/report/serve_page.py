@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from gpumatch.report.render import Column, to_table, wrap_block
+from gpumatch.report.render import Column, to_csv, to_table, wrap_block
 
 ERROR_NOTE = ("error = (predicted - measured) / measured; the prediction is gpumatch's estimate of the same "
               "load (its engine profile), of the mean TTFT and TPOT and of the output tokens/s")
@@ -118,8 +118,8 @@ def serving_html(sv: dict[str, Any]) -> str:
     parts += [f"<li>{_e(run_heading(r))}; {_e(prediction_text(r))}</li>" for r in sv["runs"]]
     parts.append("</ul>")
     for mode in sv["modes"]:
-        parts.append(figure(fs.load_curves(sv, mode), "One colour per run. TTFT = first token minus the scheduled "
-                            "send; TPOT = (E2E - TTFT) / (output tokens - 1) per request; p99 needs 100 requests "
+        parts.append(figure(fs.load_curves(sv, mode), "One colour per run. TTFT = first token minus the send (gpumatch: "
+                            "the scheduled send); TPOT = (E2E - TTFT) / (output tokens - 1) per request; p99 needs 100 requests "
                             "or more. Open diamonds: gpumatch's prediction of the mean.", f"serve-load-{mode}",
                             f"Latency and throughput over {'concurrency' if mode == 'concurrency' else 'request rate'}"
                             f" ({what[mode]})"))
@@ -175,3 +175,24 @@ def serving_text(sv: dict[str, Any]) -> str:
     parts += ["", wrap_block("TTFT/TPOT in ms. pred tok/s: gpumatch's prediction and its error; " + ERROR_NOTE)
               .rstrip("\n")]
     return "\n".join(parts) + "\n"
+
+
+CSV_FIGURES = ("completed_requests", "failed_requests", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+               "ttft_mean_s", "tpot_mean_s", "output_tokens_per_s", "request_throughput_per_s",
+               "mean_concurrent_requests", "peak_concurrent_requests", "energy_per_output_token_j",
+               "energy_net_per_output_token_j")
+CSV_COLUMNS = ["run_id", "card", "tool", "label", "mode", "load", *CSV_FIGURES, "predicted_ttft_mean_s",
+               "predicted_tpot_mean_s", "predicted_output_tokens_per_s", "meets_slo"]
+
+
+def serving_csv(sv: dict[str, Any]) -> str:
+    """One row per run and level, SI units (``--format csv`` of serve runs)."""
+    rows = []
+    for r in sv["runs"]:
+        for lv in r["levels"]:
+            rows.append({"run_id": r["run_id"], "card": r["card"], "tool": r["tool"], "label": lv["label"],
+                         "mode": lv["mode"], "load": lv["load"], **{k: lv[k] for k in CSV_FIGURES},
+                         **{f"predicted_{k}": lv["predicted"].get(k) for k in ("ttft_mean_s", "tpot_mean_s",
+                                                                              "output_tokens_per_s")},
+                         "meets_slo": lv["meets_slo"]})
+    return to_csv(rows, CSV_COLUMNS)

@@ -139,3 +139,17 @@ def test_levels_without_a_p99_have_no_frontier_and_say_why(store: Path) -> None:
         lv["ttft_p99_s"] = lv["tpot_p99_s"] = None
     page = serving_html({**sv, "tails": False})
     assert 'id="serve-slo"' not in page and "No SLO frontier" in page and 'id="serve-load-concurrency"' in page
+
+
+def test_csv_of_serve_runs_is_one_row_per_level(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+    import io
+
+    capsys.readouterr()
+    assert main(["report", "--run", "1", "--run", "3", "--store", str(store), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["run_id"], r["label"]) for r in rows] == [
+        ("1", "c=1"), ("1", "c=4"), ("1", "c=16"), ("1", "25/s poisson"), ("1", "100/s poisson"), ("3", "c=1"),
+        ("3", "4/s")]
+    assert float(rows[0]["predicted_output_tokens_per_s"]) > 0 and rows[-1]["predicted_output_tokens_per_s"] == ""
+    assert rows[-1]["meets_slo"] in ("False", "false") and float(rows[-1]["ttft_p99_s"]) == pytest.approx(0.0684)
