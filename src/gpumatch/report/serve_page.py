@@ -13,6 +13,11 @@ ERROR_NOTE = ("error = (predicted - measured) / measured; the prediction is gpum
               "load (its engine profile), of the mean TTFT and TPOT and of the output tokens/s")
 
 
+LOAD_CAPTION = ("One colour per run. TTFT = first token minus the send (gpumatch: the scheduled send); TPOT = "
+                "(E2E - TTFT) / (output tokens - 1) per request; p99 needs 100 requests or more. Open diamonds: "
+                "gpumatch's prediction of the mean.")
+
+
 def _e(x: Any) -> str:
     return html.escape("" if x is None else str(x))
 
@@ -118,9 +123,7 @@ def serving_html(sv: dict[str, Any]) -> str:
     parts += [f"<li>{_e(run_heading(r))}; {_e(prediction_text(r))}</li>" for r in sv["runs"]]
     parts.append("</ul>")
     for mode in sv["modes"]:
-        parts.append(figure(fs.load_curves(sv, mode), "One colour per run. TTFT = first token minus the send (gpumatch: "
-                            "the scheduled send); TPOT = (E2E - TTFT) / (output tokens - 1) per request; p99 needs 100 requests "
-                            "or more. Open diamonds: gpumatch's prediction of the mean.", f"serve-load-{mode}",
+        parts.append(figure(fs.load_curves(sv, mode), LOAD_CAPTION, f"serve-load-{mode}",
                             f"Latency and throughput over {'concurrency' if mode == 'concurrency' else 'request rate'}"
                             f" ({what[mode]})"))
         if sv["energy"]:
