@@ -3,7 +3,8 @@
 :func:`load_page` starts ``chromium --headless --remote-debugging-port=0`` with a throw-away profile and the
 network off (every host resolves to nothing), opens one page, loads a file URL and returns what a person would
 see and what a developer's console would show: console messages and uncaught exceptions, every request the page
-made, a JavaScript probe of each plot, and a full-page PNG screenshot.
+made, a JavaScript probe of each plot (its SVG's size and marks), the text of the headings, table headers,
+captions and list items, and a full-page PNG screenshot.
 
 Protocol: https://chromedevtools.github.io/devtools-protocol/ (Target.createTarget / attachToTarget with
 ``flatten``, Runtime, Log, Network, Page.captureScreenshot).
@@ -28,8 +29,13 @@ PROBE = """(() => [...document.querySelectorAll('figure.plot')].map(f => {
   const svg = f.querySelector('svg'); const r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
   return {id: f.id, svg: !!svg, width: r.width, height: r.height,
           marks: svg ? svg.querySelectorAll('path, use, rect, line, polyline').length : 0,
+          paths: svg ? svg.querySelectorAll('path').length : 0,
           text: svg ? svg.querySelectorAll('text').length : 0};
 }))()"""
+
+
+HEADINGS = """[...document.querySelectorAll('h1, h2, h3, h4, th, figcaption, li')].map(e => e.innerText)"""
+"""The text of every heading, table header, caption and list item (where a missing name shows as 'None')."""
 
 
 def find_browser() -> str | None:
@@ -47,6 +53,7 @@ class PageLoad:
     requests: list[str] = field(default_factory=list)
     plots: list[dict[str, Any]] = field(default_factory=list)
     title: str = ""
+    headings: list[str] = field(default_factory=list)
     screenshot: bytes = b""
 
 
@@ -110,6 +117,8 @@ async def _drive(url: str, page: str, width: int, timeout_s: float) -> PageLoad:
         await s.wait_for("Page.loadEventFired", timeout_s)
         probe = await s.call("Runtime.evaluate", {"expression": PROBE, "returnByValue": True}, session=sid)
         out.plots = probe["result"]["value"]
+        out.headings = (await s.call("Runtime.evaluate", {"expression": HEADINGS, "returnByValue": True},
+                                     session=sid))["result"]["value"]
         out.title = (await s.call("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
                                   session=sid))["result"]["value"]
         shot = await s.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=sid)

@@ -70,3 +70,33 @@ def test_report_renders_in_chromium_offline(browser: str, tmp_path: Path, monkey
     shot.write_bytes(got.screenshot)
     width, height = _not_blank(got.screenshot)
     assert width == 1200 and height > 1500
+
+
+SERVE_PLOTS = ["serve-load-concurrency", "serve-energy-concurrency", "serve-load-rate", "serve-energy-rate",
+               "serve-slo"]
+
+
+def test_serving_page_renders_in_chromium(browser: str, tmp_path: Path) -> None:
+    """The serving page of a gpumatch ``bench serve`` run (with energy and predictions) overlaid with an imported
+    vLLM and GuideLLM run: no console error, every serving plot drawn, no 'None' in a heading, a screenshot."""
+    from tests.browser.serve_runs import build_serve_store
+
+    store = tmp_path / "s.sqlite"
+    build_serve_store(store)
+    page = tmp_path / "serve.html"
+    assert main(["report", "--run", "1", "--run", "2", "--run", "3", "--store", str(store), "--html",
+                 str(page)]) == 0
+    got = load_page(browser, page)
+    errors = [c for c in got.console if c["type"] in ("error", "assert", "warning")]
+    assert not errors and not got.exceptions, (errors, got.exceptions)
+    assert got.requests == [page.resolve().as_uri()]
+    assert [p["id"] for p in got.plots] == SERVE_PLOTS
+    for p in got.plots:
+        assert p["svg"] and p["paths"] > 10 and p["width"] > 300 and p["height"] > 250 and p["text"] > 5, p
+    assert got.headings and not [h for h in got.headings if "None" in h]
+    assert any(h.startswith("Run 2: unknown card, meta-llama/Llama-3.1-8B-Instruct, vllm bench serve")
+               for h in got.headings)
+    shot = _shots(tmp_path) / "report-serve.png"
+    shot.write_bytes(got.screenshot)
+    width, height = _not_blank(got.screenshot)
+    assert width == 1200 and height > 4000

@@ -9,7 +9,9 @@
   capacity (:func:`gpumatch.estimate.memory_curve`), the experiment plan and the procurement re-check list.
 - ``runs``: per stored bench run, its results (measured, predicted, ratio), its telemetry over time with the
   throttle reasons decoded, and the decode load ladder (tokens/s and J/token over batch).
-- ``side_by_side``: with two bench runs or more, the runs side by side against the first
+- ``serving``: the serve runs among them (gpumatch ``bench serve`` and imported vLLM/GuideLLM/AIPerf files) as
+  load levels with predictions and the SLO (:func:`gpumatch.lab.report_serve.serving_section`); None without one.
+- ``side_by_side``: with two bench runs or more (serve runs left out), the runs side by side against the first
   (:func:`gpumatch.lab.sidebyside.side_by_side`); None otherwise.
 
 Planning needs no GPU, no torch and no store: a report of a plan alone reads nothing but the catalog.
@@ -43,6 +45,10 @@ class ReportQuery:
     use_store: bool = True
     title: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    """The SLO the serving part marks levels against (p99, ms); None: the runs' settings, else the defaults of
+    :mod:`gpumatch.lab.report_serve`."""
 
 
 def build_report(query: ReportQuery) -> dict[str, Any]:
@@ -54,8 +60,12 @@ def build_report(query: ReportQuery) -> dict[str, Any]:
     if query.plan is not None:
         out["plan"] = plan_section(query)
     out["runs"] = [run_section(query.store, r) for r in query.run_ids]
+    from gpumatch.lab.report_serve import is_serve_run, serving_section
+
+    out["serving"] = serving_section(query.store, out["runs"], query.slo_ttft_ms, query.slo_tpot_ms)
     out["side_by_side"] = None
-    if len(query.run_ids) >= 2 and all(r["run"].get("kind") in ("bench", "serve") for r in out["runs"]):
+    if len(query.run_ids) >= 2 and all(r["run"].get("kind") == "bench" and not is_serve_run(r)
+                                       for r in out["runs"]):
         from gpumatch.lab.sidebyside import side_by_side
 
         out["side_by_side"] = side_by_side(query.store, query.run_ids)
@@ -222,5 +232,9 @@ def run_section(store: Path | None, run_id: int) -> dict[str, Any]:
 
         scale = load_scale_run(store, run_id)
     scaling = [r for r in data["results"] if "scaling" in r["metric"]] if scale is None else []
+    from gpumatch.lab.report_serve import card_of, is_serve_run, run_facts
+
+    serve = is_serve_run(data)
     return {**data, "telemetry": telemetry_series(samples), "compared": compared, "ladder": _ladder(data["results"]),
-            "scaling": scaling, "scale": scale, "n_samples": len(samples)}
+            "scaling": scaling, "scale": scale, "n_samples": len(samples), "card": card_of(data),
+            "serve": serve, "serve_facts": run_facts(data, []) if serve else None}

@@ -14,17 +14,25 @@ LIST_COLUMNS = [Column("run_id", "run"), Column("kind", wrap=False, drop=5),
                 Column("name", wrap=False, cut_to=26), Column("status", wrap=False),
                 Column("started_at", "started", drop=3), Column("results", drop=2), Column("failures", drop=1),
                 Column("manifest", drop=4)]
-_UNITS = (("flop/s", 1e12, "TFLOP/s"), ("B/s", 1e9, "GB/s"), ("token/s", 1.0, "tok/s"), ("s", 1e-3, "ms"),
-          ("B", 2**30, "GiB"), ("1", 0.01, "%"))
+_UNITS = (("flop/s", 1e12, "TFLOP/s"), ("B/s", 1e9, "GB/s"), ("token/s", 1.0, "tok/s"), ("1/s", 1.0, "/s"),
+          ("s", 1e-3, "ms"), ("B", 2**30, "GiB"), ("1", 0.01, "%"))
+
+
+COUNT_SUFFIXES = ("_requests", "_count")
+"""Metrics of unit 1 that count things (``completed_requests``, ``mean_concurrent_requests``): shown as numbers,
+never as a percentage."""
 
 
 def value_text(value: Any, unit: str, metric: str = "") -> str:
     """``value`` (SI, in ``unit``) in the unit a person reads: TFLOP/s, GB/s, ms, GiB, %; '-' for None.
-    A perplexity (unit 1, not a fraction) is shown as the number."""
+    A perplexity or a count (unit 1, not a fraction: :data:`COUNT_SUFFIXES`) is shown as the number."""
     if value is None:
         return "-"
     if metric == "quality_perplexity":
         return f"{float(value):.4g}"
+    if unit == "1" and metric.endswith(COUNT_SUFFIXES):
+        v = float(value)
+        return f"{v:,.0f}" if v.is_integer() else f"{v:.3g}"
     for name, scale, shown in _UNITS:
         if unit == name:
             v = float(value) / scale
@@ -43,6 +51,8 @@ def config_text(config: dict[str, Any] | None) -> str:
     """A result's configuration in a few characters: ``4096x4096x4096``, ``b16 c2048``, ``b4 s1024 rc=full``,
     ``1 GiB``."""
     c = config or {}
+    if c.get("case") == "serve" or ("mode" in c and "label" in c):
+        return serve_load_text(c)
     if {"m", "n", "k"} <= c.keys():
         return f"{c['m']}x{c['n']}x{c['k']}"
     if "variant" in c and "window" in c:
@@ -55,6 +65,20 @@ def config_text(config: dict[str, Any] | None) -> str:
     parts += [f"s{c['seq']}"] if "seq" in c else []
     parts += [f"rc={c['recompute']}"] if c.get("recompute") not in (None, "none") else []
     return " ".join(parts)
+
+
+def serve_load_text(c: dict[str, Any]) -> str:
+    """A serving level's load: its label (``c=4``, ``20/s poisson``), else ``c=8`` / ``4/s`` from an imported
+    file's ``max_concurrency`` / ``request_rate`` (an infinite rate is a closed loop), else its strategy."""
+    if c.get("label"):
+        return str(c["label"])
+    rate = c.get("request_rate")
+    finite = isinstance(rate, int | float) and rate == rate and rate not in (float("inf"), 0)
+    if finite:
+        return f"{rate:g}/s"
+    if c.get("max_concurrency") is not None:
+        return f"c={c['max_concurrency']}"
+    return str(c.get("strategy") or "")
 
 
 RESULT_COLUMNS = [Column("case", wrap=True), Column("metric", wrap=False, cut_to=18),

@@ -22,14 +22,16 @@ _STYLE: Any = {"svg.fonttype": "none", "font.family": "sans-serif", "font.size":
 
 
 @contextmanager
-def _figure(width: float = 7.2, height: float = 4.0, rows: int = 1) -> Iterator[tuple[Any, Any]]:
+def _figure(width: float = 7.2, height: float = 4.0, rows: int = 1,
+            sharex: bool | None = None) -> Iterator[tuple[Any, Any]]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     with matplotlib.rc_context(_STYLE):
-        fig, axes = plt.subplots(rows, 1, figsize=(width, height), sharex=rows > 1, squeeze=False)
+        share = rows > 1 if sharex is None else sharex
+        fig, axes = plt.subplots(rows, 1, figsize=(width, height), sharex=share, squeeze=False)
         try:
             yield fig, (axes[0, 0] if rows == 1 else list(axes[:, 0]))
         finally:

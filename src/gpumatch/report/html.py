@@ -176,18 +176,24 @@ def _burst(series: dict[str, Any]) -> str:
 def run_html(r: dict[str, Any]) -> str:
     run, m = r["run"], r["manifest"]
     rid = run["run_id"]
-    facts = [{"k": k, "v": m.get(k)} for k in ("gpu.name", "gpu.uuid", "gpu.driver", "gpu.power_enforced_limit_w",
+    facts = [{"k": "card", "v": r.get("card") or "unknown card"}]
+    facts += [{"k": k, "v": m.get(k)} for k in ("gpu.uuid", "gpu.driver", "gpu.power_enforced_limit_w",
                                                "software.torch", "software.cuda", "suite.name") if m.get(k)]
     imported = (run.get("config") or {}).get("imported") or {}
     if imported:
         facts.append({"k": "imported from", "v": f"{imported.get('file')} (run {imported.get('run_id')} there)"})
+    if r.get("serve"):
+        facts += [{"k": k, "v": r["serve_facts"][k]} for k in ("model", "tool")]
     facts += [{"k": "started", "v": imported.get("started_at") or run.get("started_at")},
-              {"k": "status", "v": run.get("status")},
-              {"k": "telemetry samples", "v": r["n_samples"]}]
+              {"k": "status", "v": run.get("status")}]
+    if r["n_samples"] or not r.get("serve"):
+        facts.append({"k": "telemetry samples", "v": r["n_samples"]})
     parts = [f'<h2 id="run-{rid}">Run {rid} ({_e(run.get("kind"))}): {_e(run.get("name"))}</h2>',
              table(facts, [("field", "k"), ("value", "v")])]
     predicted = [x for x in r["compared"] if x.get("predicted") is not None]
-    if predicted:
+    if r.get("serve"):
+        parts.append('<p>Its load levels, plots and predictions: <a href="#serving">Serving</a>.</p>')
+    elif predicted:
         parts.append(figure(figures.predicted_vs_measured(predicted),
                             "Ratio of the measured value to gpumatch's estimate of the same configuration on this "
                             "card, per case (green: within ±10%). GEMM and copy rates are read against the "
@@ -196,7 +202,7 @@ def run_html(r: dict[str, Any]) -> str:
         parts.append(figure(figures.telemetry(r["telemetry"]),
                             "Shaded: samples with a throttle reason set. " + _burst(r["telemetry"]), f"tel-{rid}",
                             f"Run {rid}: power, SM clock and temperature"))
-    if any(x.get("decode_tokens_per_s") for x in r["ladder"]):
+    if not r.get("serve") and any(x.get("decode_tokens_per_s") for x in r["ladder"]):
         parts.append(figure(figures.load_curve(r["ladder"]),
                             "Throughput rises with the batch while energy per token falls, until the step becomes "
                             "compute-bound.", f"load-{rid}", f"Run {rid}: decode throughput and energy over load"))
@@ -206,7 +212,7 @@ def run_html(r: dict[str, Any]) -> str:
     parts.append(f"<details><summary>All {len(r['results'])} results (measured, predicted or datasheet, ratio)"
                  "</summary>" + table(r["results"], [
         ("case", "case"), ("metric", "metric"), ("configuration", lambda x: _e(config_text(x.get("config")))),
-        ("measured", lambda x: _e(value_text(x["measured"], x["unit"]))),
+        ("measured", lambda x: _e(value_text(x["measured"], x["unit"], x["metric"]))),
         ("predicted / datasheet", _predicted),
         ("ratio", _ratio)], numeric=("measured", "predicted / datasheet", "ratio")) + "</details>")
     if r["failures"]:
@@ -241,6 +247,8 @@ def _toc(data: dict[str, Any]) -> str:
                   ' · <a href="#rejected">failed configurations</a></li>']
     if data.get("side_by_side"):
         items.append('<li><a href="#side-by-side">Runs side by side</a></li>')
+    if data.get("serving"):
+        items.append('<li><a href="#serving">Serving: latency, throughput and the SLO over load</a></li>')
     items += [f'<li><a href="#run-{r["run"]["run_id"]}">Run {r["run"]["run_id"]}</a></li>' for r in data["runs"]]
     return f'<nav class="toc"><strong>Contents</strong><ul>{"".join(items)}</ul></nav>'
 
@@ -256,6 +264,10 @@ def report_html(data: dict[str, Any], plain_plan: str = "") -> str:
         from gpumatch.report.sidebyside import side_by_side_html
 
         body.append(side_by_side_html(data["side_by_side"]))
+    if data.get("serving"):
+        from gpumatch.report.serve_page import serving_html
+
+        body.append(serving_html(data["serving"]))
     body += [run_html(r) for r in data["runs"]]
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -281,7 +293,8 @@ def write_report(data: dict[str, Any], path: Any, plain_plan: str = "", force: b
 
 
 def report_text(data: dict[str, Any], plain_plan: str = "") -> str:
-    """The report without --html: the plan's text and, per run, its results against predictions."""
+    """The report without --html: the plan's text, the serve runs' levels, and per other run its results against
+    predictions."""
     from gpumatch.report.bench import show_text
 
     parts = [plain_plan] if plain_plan else []
@@ -289,7 +302,12 @@ def report_text(data: dict[str, Any], plain_plan: str = "") -> str:
         from gpumatch.report.sidebyside import side_by_side_text
 
         parts.append(side_by_side_text(data["side_by_side"]))
+    if data.get("serving"):
+        from gpumatch.report.serve_page import serving_text
+
+        parts.append(serving_text(data["serving"]))
     for r in data["runs"]:
-        parts.append(show_text(r))
+        if not r.get("serve"):
+            parts.append(show_text(r))
     parts.append("(add --html FILE for the page with plots)")
     return "\n".join(p.rstrip("\n") for p in parts) + "\n"

@@ -112,16 +112,21 @@ def side_by_side_csv(sbs: dict[str, Any]) -> str:
     return to_csv(long_rows(sbs), CSV_COLUMNS)
 
 
+def _card(r: dict[str, Any]) -> str:
+    """``H200 SXM 141GB ×2``; ``card not recorded`` when the manifest names none (never ``None ×1``)."""
+    return f"{r['gpu'] or 'card not recorded'} ×{r['gpus'] or 1}"
+
+
 def side_by_side_html(sbs: dict[str, Any]) -> str:
     """The section of the page: the runs with their price, then one table row per quantity, one column per run
     (value, its interval, and against the baseline)."""
     e = html.escape
     runs = sbs["runs"]
-    items = "".join(f"<li>run {r['run_id']}: {e(str(r['gpu']))} ×{r['gpus'] or 1}, {e(str(r['name']))}; price "
+    items = "".join(f"<li>run {r['run_id']}: {e(_card(r))}, {e(str(r['name']))}; price "
                     f"{e(r['price']['source'])}</li>" for r in runs)
     warn = (f'<p class="note">The runs differ in software: {e(", ".join(sbs["software_differs"]))}</p>'
             if sbs["software_differs"] else "")
-    head = "".join(f"<th>run {r['run_id']}<br>{e(str(r['gpu']))}</th>" for r in runs)
+    head = "".join(f"<th>run {r['run_id']}<br>{e(r['gpu'] or 'card not recorded')}</th>" for r in runs)
     body = []
     for r in sbs["rows"]:
         cells = []

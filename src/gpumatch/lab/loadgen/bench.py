@@ -43,7 +43,6 @@ from gpumatch.lab.loadgen.predict import PredictionSetup, detect_gpu, predict_le
 from gpumatch.lab.loadgen.runner import Level, run_level
 from gpumatch.lab.loadgen.selftest import ClientCheck, Limits, lag_reason, self_test
 from gpumatch.lab.loadgen.usage import run_warnings, usage_summary
-from gpumatch.lab.loadgen.workload import RequestSpec, from_dataset, synthetic
 from gpumatch.metric_names import canonical_metric, serve_result_name
 
 Progress = Callable[..., None]
