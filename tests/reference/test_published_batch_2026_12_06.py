@@ -86,3 +86,23 @@ def test_row_resolves_in_the_catalog_and_fits(row: dict[str, Any]) -> None:
                    prompt=row["prompt"], gen=row["gen"], precision=row["precision"],
                    kv_precision=row["kv_precision"], with_scaling=False, engine="static")
     assert est.fits, f"{row['id']}: does not fit in gpumatch's memory model"
+
+
+def test_the_batch_page_is_generated_from_the_frozen_files() -> None:
+    # docs/published-batch-2026-12-06.md is what benchmarks/published_batch.py makes of the three committed files
+    # (the frozen predictions are read, never recomputed); only its generation date may differ
+    import re
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        from published_batch import render
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    data = root / "tests" / "data" / "published"
+    page = render(data / "engine-rows-2026-12-06.toml", data / "engine-measured-2026-12-06.toml",
+                  data / "engine-predictions-2026-12-06.json")
+    committed = (root / "docs" / "published-batch-2026-12-06.md").read_text()
+    date = re.compile(r"\(\d{4}-\d\d-\d\d\); do not edit")
+    assert date.sub("", page) == date.sub("", committed)
