@@ -70,7 +70,7 @@ def _style_legend(ax: Any, serving: dict[str, Any], runs: list[dict[str, Any]], 
     handles += [Line2D([], [], color="#444", ls=ls, marker="o" if ls == "-" else None, ms=4, label=text)
                 for ls, text in styles]
     if predicted:
-        handles.append(Line2D([], [], color="#444", ls=":", marker="D", mfc="white", label="gpumatch prediction "
+        handles.append(Line2D([], [], color="#444", ls=":", marker="D", mfc="white", label="predicted by gpumatch "
                               "(mean TTFT/TPOT)"))
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.02), ncol=2, fontsize=8.5)
 
