@@ -159,14 +159,32 @@ def _decode_one(model: Any, batch: int, ctx: int, variant: str, compiled: Any, i
     ]}
 
 
-def decode_bytes_per_step(model: Any, batch: int, ctx: int) -> int:
-    """Bytes one decode step must read: every bf16 weight except the embedding table (a step reads one row
-    of it per sequence; a tied head reads it whole as the LM head, so then it counts) plus the K/V cache
-    (2 · layers · KV heads · head dim · 2 B per token, × batch × context)."""
+def decode_bytes(model: Any, batch: int, ctx: int) -> dict[str, int]:
+    """The fewest bytes one decode step moves through device memory (the MBU numerator), by part:
+
+    - ``weight_bytes``: every weight read once, except an untied embedding table (a tied one is read whole as the
+      LM head, so then it counts);
+    - ``embedding_row_bytes``: the gathered embedding rows of an untied table, batch × hidden elements;
+    - ``kv_read_bytes``: the K/V cache over the context, 2 · layers · KV heads · head dim · element size per
+      token, × batch × context (attention reads every cached position, the new one included);
+    - ``kv_write_bytes``: the new token's K/V, the same per token × batch;
+    - ``total_bytes``: their sum. Activations (a few hidden vectors per layer) and logits are left out.
+    """
+    s = model.s
+    elem = model.embed.weight.element_size()
     params = sum(t.numel() for name, t in model.named_parameters() if not name.startswith("embed."))
-    if model.s.tied:
+    if s.tied:
         params += model.embed.weight.numel()
-    return int(2 * params + model.s.kv_bytes_per_token_bf16 * batch * ctx)
+    kv_token = 2 * s.layers * s.kv_heads * s.head_dim * elem
+    out = {"weight_bytes": int(params * elem), "embedding_row_bytes": 0 if s.tied else int(batch * s.hidden * elem),
+           "kv_read_bytes": int(kv_token * batch * ctx), "kv_write_bytes": int(kv_token * batch)}
+    out["total_bytes"] = sum(out.values())
+    return out
+
+
+def decode_bytes_per_step(model: Any, batch: int, ctx: int) -> int:
+    """:func:`decode_bytes`' total."""
+    return decode_bytes(model, batch, ctx)["total_bytes"]
 
 
 def _prefill(p: dict[str, Any], dev: torch.device) -> Outcome:
