@@ -50,8 +50,6 @@ def copy_bandwidth(dev: torch.device) -> float:
     src = torch.empty(n, dtype=torch.uint8, device=dev).random_()
     dst = torch.empty_like(src)
     t = time_fn(lambda: dst.copy_(src), dev, warmup=3, iters=20)["median_s"]
-    del src, dst
-    free(dev)
     return 2 * n / t
 
 
@@ -116,6 +114,7 @@ def main() -> None:
                            "torch": torch.__version__, "shape": shape, "nvidia_smi_before": smi()}
     res["ceilings"] = {"copy_bytes_per_s": copy_bandwidth(dev) if dev.type == "cuda" else 1e10,
                        "catalog_hbm_bytes_per_s": hbm}
+    free(dev)
     print(res["nvidia_smi_before"], "\n", res["ceilings"], flush=True)
     torch.manual_seed(0)
     model = build_model(shape, dev, torch.float32 if args.cpu_smoke else torch.bfloat16)

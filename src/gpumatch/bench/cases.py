@@ -29,6 +29,7 @@ import torch
 
 from gpumatch.bench.gemm import Unsupported, gemm, pinned_copy
 from gpumatch.bench.stats import percentiles, thermal_steady
+from gpumatch.bench.work import prefill_flops, train_flops
 
 Outcome = dict[str, Any]
 
@@ -107,19 +108,18 @@ def _model(p: dict[str, Any], dev: torch.device) -> Any:
 
 
 def _decode(p: dict[str, Any], dev: torch.device) -> Outcome:
-    """Decode steps at ``batch`` (or each of ``batches``, one model and one compilation for all) and
-    ``context``; a batch that runs out of memory is a failed part (class ``oom``) and the next batch runs."""
-    from gpumatch.bench.decode import free
+    """Decode steps at ``batch`` (or each of ``batches``, one model for all; the ``fused`` and ``whole`` variants
+    compile once per batch) and ``context`` with decode ``attention`` (default ``auto``); a batch that runs out of
+    memory is a failed part (class ``oom``) and the next batch runs."""
+    from gpumatch.bench.decode import compiled_for, free
+    from gpumatch.bench.llama import set_decode_attention
 
     variant = p["variant"]
-    if variant in ("graph", "compiled-graph") and dev.type != "cuda":
+    if variant.endswith("graph") and dev.type != "cuda":
         raise Unsupported("CUDA graphs need a CUDA device")
     model = _model(p, dev)
-    compiled = None
-    if variant.startswith("compiled"):
-        from gpumatch.bench.decode import compiled_layer_fn
-
-        compiled = compiled_layer_fn()
+    set_decode_attention(model, str(p.get("attention", "auto")))
+    compiled = compiled_for(variant)
     batches = [int(b) for b in p.get("batches", [p.get("batch")])]
     out: Outcome = {"results": [], "failures": []}
     for batch in batches:
@@ -150,9 +150,10 @@ def _decode_one(model: Any, batch: int, ctx: int, variant: str, compiled: Any, i
                       power_window_s=power_window_s)[0]
     if row["status"] != "ok":
         return {"failures": [{"config": cfg, "error_class": "error", "message": row["error"]}]}
-    bytes_per_step = decode_bytes_per_step(model, batch, ctx)
+    parts = decode_bytes(model, batch, ctx)
     step = row["timing"]["median_s"]
-    extra = {"bytes_per_step": bytes_per_step, "setup_s": row.get("setup_s"), **_power(row)}
+    extra = {"bytes_per_step": parts["total_bytes"], "bytes_parts": parts, "setup_s": row.get("setup_s"),
+             "attention": model.layers[0].attn.decode_attention, **_power(row)}
     return {"results": [
         _result("decode_step_s", step, "s", cfg, row["timing"], **extra),
         _result("decode_tokens_per_s", batch / step, "token/s", cfg),
@@ -160,26 +161,10 @@ def _decode_one(model: Any, batch: int, ctx: int, variant: str, compiled: Any, i
 
 
 def decode_bytes(model: Any, batch: int, ctx: int) -> dict[str, int]:
-    """The fewest bytes one decode step moves through device memory (the MBU numerator), by part:
+    """:func:`gpumatch.bench.work.decode_bytes` of ``model``'s shape in its parameters' element size."""
+    from gpumatch.bench.work import decode_bytes as count
 
-    - ``weight_bytes``: every weight read once, except an untied embedding table (a tied one is read whole as the
-      LM head, so then it counts);
-    - ``embedding_row_bytes``: the gathered embedding rows of an untied table, batch × hidden elements;
-    - ``kv_read_bytes``: the K/V cache over the context, 2 · layers · KV heads · head dim · element size per
-      token, × batch × context (attention reads every cached position, the new one included);
-    - ``kv_write_bytes``: the new token's K/V, the same per token × batch;
-    - ``total_bytes``: their sum. Activations (a few hidden vectors per layer) and logits are left out.
-    """
-    s = model.s
-    elem = model.embed.weight.element_size()
-    params = sum(t.numel() for name, t in model.named_parameters() if not name.startswith("embed."))
-    if s.tied:
-        params += model.embed.weight.numel()
-    kv_token = 2 * s.layers * s.kv_heads * s.head_dim * elem
-    out = {"weight_bytes": int(params * elem), "embedding_row_bytes": 0 if s.tied else int(batch * s.hidden * elem),
-           "kv_read_bytes": int(kv_token * batch * ctx), "kv_write_bytes": int(kv_token * batch)}
-    out["total_bytes"] = sum(out.values())
-    return out
+    return count(model.s, batch, ctx, model.embed.weight.element_size())
 
 
 def decode_bytes_per_step(model: Any, batch: int, ctx: int) -> int:
@@ -196,7 +181,9 @@ def _prefill(p: dict[str, Any], dev: torch.device) -> Outcome:
     if row["status"] == "oom":
         raise MemoryError(row.get("error", "out of memory"))
     cfg = {"model": model.s.name, "batch": int(p["batch"]), "seq": int(p["seq"])}
-    return {"results": [_result("prefill_s", row["timing"]["median_s"], "s", cfg, row["timing"], **_power(row)),
+    flops = prefill_flops(model.s, int(p["batch"]), int(p["seq"]))
+    return {"results": [_result("prefill_s", row["timing"]["median_s"], "s", cfg, row["timing"], **_power(row),
+                                flops_per_step=flops),
                         _result("prefill_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]}
 
 
@@ -213,6 +200,7 @@ def _train(p: dict[str, Any], dev: torch.device) -> Outcome:
            "master": row["master"]}
     step = row["timing"]["median_s"]
     out = [_result("train_step_s", step, "s", cfg, row["timing"], params=row["params"],
+                   flops_per_step=train_flops(p["model"], row["batch"], row["seq"]),
                    first_step_s=row.get("first_step_s"), warmup_steps=1, **_power(row)),
            _result("train_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]
     if "max_memory_reserved_bytes" in row:
