@@ -67,11 +67,11 @@ def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict
         if t.get(key):
             parts.append(f"{what} in {t[key]:.0%} of samples")
     if t.get("power_cap_frac"):
-        watts = f", mean {t['power_w_mean']:.0f} W" if t.get("power_w_mean") else ""
-        parts.append(f"at the power cap in {t['power_cap_frac']:.0%} of samples{watts}")
+        watts = f" (mean {t['power_w_mean']:.0f} W)" if t.get("power_w_mean") else ""
+        parts.append(f"power-capped in {t['power_cap_frac']:.0%} of samples{watts}")
     clock = t.get("sm_clock_mhz_mean")
     if clock and max_sm_mhz and clock < 0.95 * max_sm_mhz:
-        parts.append(f"SM clock {clock:.0f} MHz, {clock / max_sm_mhz:.0%} of max {max_sm_mhz:.0f}")
+        parts.append(f"SM clock {clock:.0f} MHz = {clock / max_sm_mhz:.0%} of max {max_sm_mhz:.0f}")
     cfg = row.get("config") or {}
     if cfg.get("precision") == "fp8" and {"m", "n", "k"} <= cfg.keys():
         odd = [f"{d}={cfg[d.lower()]}" for d in "MNK" if int(cfg[d.lower()]) % 128]

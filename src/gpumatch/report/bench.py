@@ -104,8 +104,8 @@ def show_text(data: dict[str, Any]) -> str:
 
 
 CEILING_COLUMNS = [Column("case", wrap=True), Column("achieved", wrap=False, align="right"),
-                   Column("ratio", "of ceiling", wrap=False, align="right"),
-                   Column("mbu", "of copy", wrap=False, align="right", drop=1), Column("reason", wrap=True)]
+                   Column("ratio", "of ceil.", wrap=False, align="right"),
+                   Column("mbu", "of copy", wrap=False, align="right"), Column("reason", wrap=True)]
 
 
 def ceiling_cells(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,9 +120,9 @@ def ceiling_text(rows: Sequence[dict[str, Any]]) -> str:
     """The results against the card's ceilings (catalog dense peak or HBM; decode also the run's measured copy,
     its MBU), with the reason of each low ratio, and the ceilings used under the table."""
     bases = sorted({str(r["ceiling_basis"]) for r in rows})
-    return (to_table(ceiling_cells(rows), CEILING_COLUMNS, "Against the card's ceilings (of copy: decode MBU "
-                                                            "against the run's measured copy)")
-            + "ceilings: " + "; ".join(bases) + "\n")
+    table = to_table(ceiling_cells(rows), CEILING_COLUMNS, "Against the card's ceilings (of copy: decode MBU "
+                                                             "against the run's measured copy)")
+    return table.rstrip("\n") + "\n" + "".join(f"ceiling: {b}\n" for b in bases)
 
 
 def show_csv(data: dict[str, Any]) -> str:
