@@ -73,7 +73,7 @@ def flex_decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> 
     from torch.nn.attention.flex_attention import flex_attention
 
     b, h, _, d = q.shape
-    out = cast(torch.Tensor, flex_attention(q, k, v, enable_gqa=True))
+    out = flex_attention(q, k, v, enable_gqa=True)
     return out.reshape(b, k.shape[1], h // k.shape[1], d)
 
 
