@@ -101,8 +101,11 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=400.0)
     ap.add_argument("--whole", action="store_true", help="also the whole-step compilation at batch 1")
     ap.add_argument("--cpu-smoke", action="store_true", help="a 2-layer model on the CPU (the script's code path)")
+    ap.add_argument("--shapes", default="", help="batch x context pairs, e.g. 1x2048,16x2048 (default: all four)")
     args = ap.parse_args()
     global SHAPES
+    if args.shapes:
+        SHAPES = tuple((int(b), int(c)) for b, c in (p.split("x") for p in args.shapes.split(",")))
     dev = torch.device("cpu" if args.cpu_smoke else "cuda")
     shape = tiny_shape() if args.cpu_smoke else LLAMA_3_8B
     if args.cpu_smoke:
