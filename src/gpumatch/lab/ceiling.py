@@ -9,8 +9,9 @@ The ceiling of a result (docs/bench.md, "Ratios to the card's ceilings"):
   ``bytes_per_step`` / its time); a decode step is also read against the run's measured copy bandwidth (its MBU).
 
 The reason comes only from what the run recorded for that case (the NVML summary of its window:
-:mod:`gpumatch.lab.telemetry`): thermal or hardware slowdown, the share of samples at the power cap, the mean SM
-clock against the card's maximum; for fp8 GEMMs the shape against cuBLAS's 128-wide tiles. Where the telemetry
+:mod:`gpumatch.lab.telemetry`): thermal or hardware slowdown, the share of the window at the power cap (the
+violation counter when read, else the share of 10 Hz samples with the reason bit), the mean SM clock against the
+card's maximum; for fp8 GEMMs the shape against cuBLAS's 128-wide tiles. Where the telemetry
 shows none of these, the reason says so: the kernels themselves fall short of the ceiling.
 """
 
@@ -59,18 +60,32 @@ def _achieved(r: dict[str, Any], spec: Any) -> tuple[float, float, str] | None:
     return None
 
 
+def _share(t: dict[str, Any], counter: str, sampled: str) -> tuple[float | None, str]:
+    """The share of the case window under a limiter: its NVML violation counter (``violation_duty``) when read,
+    else the share of samples with the reason bit; and which of the two it is."""
+    duty = t.get("violation_duty") or {}
+    if counter in duty:
+        return float(duty[counter]), "of the window (violation counter)"
+    value = t.get(sampled)
+    return (float(value), "of samples") if value is not None else (None, "")
+
+
 def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> str:
     """Why a result is low, from its case's telemetry only (module docstring); one line."""
     parts = []
     t = telemetry or {}
-    for key, what in (("thermal_frac", "thermal slowdown"), ("hw_slowdown_frac", "HW slowdown/power brake")):
-        if t.get(key):
-            parts.append(f"{what} in {t[key]:.0%} of samples")
-    if t.get("power_cap_frac"):
-        watts = f" (mean {t['power_w_mean']:.0f} W)" if t.get("power_w_mean") else ""
-        parts.append(f"power-capped in {t['power_cap_frac']:.0%} of samples{watts}")
+    thermal, t_src = _share(t, "thermal", "thermal_frac")
+    if thermal:
+        parts.append(f"thermal slowdown {thermal:.0%} {t_src}")
+    if t.get("hw_slowdown_frac"):
+        parts.append(f"HW slowdown/power brake {t['hw_slowdown_frac']:.0%} of samples")
+    power, p_src = _share(t, "power", "power_cap_frac")
+    if power:
+        watts = f", mean {t['power_w_mean']:.0f} W" if t.get("power_w_mean") else ""
+        parts.append(f"power-capped {power:.0%} {p_src}{watts}")
     clock = t.get("sm_clock_mhz_mean")
-    if clock and max_sm_mhz and clock < 0.95 * max_sm_mhz:
+    slow_clock = bool(clock and max_sm_mhz and clock < 0.95 * max_sm_mhz)
+    if clock and max_sm_mhz and slow_clock:
         parts.append(f"SM clock {clock:.0f} MHz = {clock / max_sm_mhz:.0%} of max {max_sm_mhz:.0f}")
     cfg = row.get("config") or {}
     if cfg.get("precision") == "fp8" and {"m", "n", "k"} <= cfg.keys():
@@ -79,8 +94,7 @@ def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict
                                          ", dims multiples of 128"))
     if not t:
         parts.append("no telemetry recorded for this case")
-    elif not any(k in t and t[k] for k in ("thermal_frac", "hw_slowdown_frac", "power_cap_frac")) and not (
-            clock and max_sm_mhz and clock < 0.95 * max_sm_mhz):
+    elif not (thermal or power or t.get("hw_slowdown_frac") or slow_clock):
         parts.append("telemetry shows no throttling: the kernels fall short")
     return "; ".join(parts)
 

@@ -45,8 +45,10 @@ def test_the_reason_states_what_the_telemetry_shows() -> None:
             "hw_slowdown_frac": 0.0}
     rows = {r["case"]: r for r in ceiling_rows(_data(tele))}
     fp8 = rows["gemm-fp8"]["reason"]
-    assert "power-capped in 90% of samples (mean 698 W)" in fp8
+    assert "power-capped 90% of samples, mean 698 W" in fp8
     assert "SM clock 1500 MHz = 76% of max 1980" in fp8 and "fp8 _scaled_mm, dims multiples of 128" in fp8
+    counted = {r["case"]: r for r in ceiling_rows(_data({**tele, "violation_duty": {"power": 0.97}}))}
+    assert "power-capped 97% of the window (violation counter)" in counted["gemm-fp8"]["reason"]
     quiet = {r["case"]: r for r in ceiling_rows(_data({"power_cap_frac": 0.0, "sm_clock_mhz_mean": 1980.0}))}
     assert quiet["prefill"]["reason"] == "telemetry shows no throttling: the kernels fall short"
     assert {r["case"]: r for r in ceiling_rows(_data({}))}["prefill"]["reason"] == "no telemetry recorded for this case"
