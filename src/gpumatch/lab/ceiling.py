@@ -65,9 +65,14 @@ def _share(t: dict[str, Any], counter: str, sampled: str) -> tuple[float | None,
     else the share of samples with the reason bit; and which of the two it is."""
     duty = t.get("violation_duty") or {}
     if counter in duty:
-        return float(duty[counter]), "of the window (violation counter)"
+        return float(duty[counter]), "of the case window (counter)"
     value = t.get(sampled)
     return (float(value), "of samples") if value is not None else (None, "")
+
+
+IDLE_WINDOW = 0.5
+"""A case window whose ``low_utilization`` violation counter ran for more than this share was mostly idle (child
+start-up, compilation): its mean power and clock then describe the idle card, not the timed kernels."""
 
 
 def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> str:
@@ -79,14 +84,22 @@ def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict
         parts.append(f"thermal slowdown {thermal:.0%} {t_src}")
     if t.get("hw_slowdown_frac"):
         parts.append(f"HW slowdown/power brake {t['hw_slowdown_frac']:.0%} of samples")
+    idle = float((t.get("violation_duty") or {}).get("low_utilization") or 0.0)
     power, p_src = _share(t, "power", "power_cap_frac")
     if power:
-        watts = f", mean {t['power_w_mean']:.0f} W" if t.get("power_w_mean") else ""
+        watts = f", mean {t['power_w_mean']:.0f} W" if t.get("power_w_mean") and idle <= IDLE_WINDOW else ""
         parts.append(f"power-capped {power:.0%} {p_src}{watts}")
+    if idle > IDLE_WINDOW:
+        parts.append(f"case window {idle:.0%} low-utilization (start-up): its clock and power means are not the "
+                     "kernels'")
     clock = t.get("sm_clock_mhz_mean")
-    slow_clock = bool(clock and max_sm_mhz and clock < 0.95 * max_sm_mhz)
+    slow_clock = bool(clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW)
     if clock and max_sm_mhz and slow_clock:
         parts.append(f"SM clock {clock:.0f} MHz = {clock / max_sm_mhz:.0%} of max {max_sm_mhz:.0f}")
+    steady = row.get("power_window_w")
+    limit = row.get("power_limit_w")
+    if steady and limit:
+        parts.append(f"timed steps at {steady:.0f} W = {steady / limit:.0%} of the {limit:.0f} W limit")
     cfg = row.get("config") or {}
     if cfg.get("precision") == "fp8" and {"m", "n", "k"} <= cfg.keys():
         odd = [f"{d}={cfg[d.lower()]}" for d in "MNK" if int(cfg[d.lower()]) % 128]
@@ -94,9 +107,25 @@ def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict
                                          ", dims multiples of 128"))
     if not t:
         parts.append("no telemetry recorded for this case")
-    elif not (thermal or power or t.get("hw_slowdown_frac") or slow_clock):
+    elif not (thermal or power or t.get("hw_slowdown_frac") or slow_clock or idle > IDLE_WINDOW):
         parts.append("telemetry shows no throttling: the kernels fall short")
     return "; ".join(parts)
+
+
+def _row_key(r: dict[str, Any], name: str) -> str:
+    cfg = r.get("config") or {}
+    return f"{r.get('case')}|{name}|" + ",".join(f"{k}={cfg[k]}" for k in sorted(cfg) if k != "case")
+
+
+def _window_power(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean power (W) over each step row's own power window, from its energy row (``*_energy_j_per_token`` with
+    ``power_basis`` 'power window'), keyed like :func:`_row_key` of the step row."""
+    out = {}
+    for r in results:
+        m = r["metric"]
+        if m.endswith("_energy_j_per_token") and r.get("power_basis") == "power window" and r.get("power_w_mean"):
+            out[_row_key(r, m.removesuffix("_energy_j_per_token"))] = float(r["power_w_mean"])
+    return out
 
 
 def ceiling_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -112,8 +141,12 @@ def ceiling_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     tele = {c.get("case_id"): c.get("telemetry") for c in data.get("cases", [])}
     copies = [float(r["measured"]) for r in data["results"] if r["metric"] == "copy_bytes_per_s"]
     copy = max(copies) if copies else None
+    limit = (data.get("manifest") or {}).get("gpu.power_enforced_limit_w")
+    steady = _window_power(data["results"])
     out = []
     for r in data["results"]:
+        r = {**r, "power_limit_w": limit if isinstance(limit, int | float) else None,
+             "power_window_w": steady.get(_row_key(r, r["metric"].removesuffix("_s").removesuffix("_step")))}
         got = _achieved(r, spec)
         if got is None:
             continue

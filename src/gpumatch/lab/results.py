@@ -15,8 +15,9 @@ from typing import Any
 from gpumatch.errors import InputError
 
 PERCENTILE_KEYS = ("p50_s", "p90_s", "p99_s")
-WORK_KEYS = ("bytes_per_step", "flops_per_step")
-"""A step's work (:mod:`gpumatch.bench.work`), carried into a row for its ratio to the card's ceiling."""
+WORK_KEYS = ("bytes_per_step", "flops_per_step", "power_w_mean", "power_basis")
+"""A step's work (:mod:`gpumatch.bench.work`) and an energy row's mean power over its power window, carried into a
+row for its ratio to the card's ceiling and the reason of a low one (:mod:`gpumatch.lab.ceiling`)."""
 
 
 def list_bench_runs(store: Path | str | None, limit: int = 50) -> list[dict[str, Any]]:

@@ -110,7 +110,8 @@ CEILING_COLUMNS = [Column("case", wrap=True), Column("achieved", wrap=False, ali
 
 def ceiling_cells(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Table cells of :func:`gpumatch.lab.ceiling.ceiling_rows`."""
-    return [{"case": f"{r['case']} {config_text(r.get('config'))}".strip(),
+    return [{"case": f"{r['case']} {config_text(r.get('config'))}{' read' * (r['metric'] == 'read_bytes_per_s')}"
+             .strip(),
              "achieved": value_text(r["achieved"], r["unit"]), "ratio": f"{r['ceiling_ratio']:.2f}",
              "mbu": f"{r['mbu_vs_copy']:.2f}" if r.get("mbu_vs_copy") is not None else "-",
              "reason": r.get("reason") or ""} for r in rows]
