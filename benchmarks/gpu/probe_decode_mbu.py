@@ -6,7 +6,8 @@ Run on the device: ``python benchmarks/gpu/probe_decode_mbu.py --out $OUT/decode
 
 Parts: (1) the card, its clocks and power limit as found (nvidia-smi, read only); (2) the ceilings: a 4 GiB
 device-to-device copy (bytes read + written) and the catalog's HBM figure; (3) per (batch, context) and variant
-(``graph``: the eager step in a CUDA graph; ``fused-graph`` with attention ``split`` / ``flex`` / ``sdpa``;
+(``graph``: the eager step in a CUDA graph; ``compiled-graph``, the earlier best (dynamic per-layer compile);
+``fused-graph`` with attention ``split`` / ``flex`` at batch 1, ``sdpa`` / ``flex`` at batch 16;
 ``whole-graph``, the gpt-fast-style whole-step compilation, at batch 1 only) the step time, its bytes
 (:func:`gpumatch.bench.cases.decode_bytes`) and MBU against both ceilings, and the relative L2 error of its logits
 against the eager step on the same caches; (4) a kernel-time table of one ``fused`` step at batch 1, context 2048.
@@ -29,7 +30,7 @@ from gpumatch.bench.llama import build_model, decode_step, rope_tables, set_deco
 from gpumatch.bench.shapes import LLAMA_3_8B, tiny_shape
 from gpumatch.bench.timing import time_fn
 
-SHAPES = ((1, 2048), (1, 8192), (16, 2048), (16, 8192))
+SHAPES: tuple[tuple[int, int], ...] = ((1, 2048), (1, 8192), (16, 2048), (16, 8192))
 ATTENTION = {1: ("split", "flex"), 16: ("sdpa", "flex")}
 CATALOG_HBM = {"H200": 4.8e12, "H100": 3.35e12}
 """Datasheet HBM bandwidth (B/s) of the SXM parts, as the catalog has them (catalog/data)."""
@@ -50,7 +51,7 @@ def copy_bandwidth(dev: torch.device) -> float:
     src = torch.empty(n, dtype=torch.uint8, device=dev).random_()
     dst = torch.empty_like(src)
     t = time_fn(lambda: dst.copy_(src), dev, warmup=3, iters=20)["median_s"]
-    return 2 * n / t
+    return float(2 * n / t)
 
 
 def kernel_table(fn: Any, dev: torch.device, top: int = 24) -> list[dict[str, Any]]:
@@ -133,16 +134,18 @@ def main() -> None:
     plan: list[tuple[int, int, str, str]] = []
     for b, c in SHAPES:
         plan.append((b, c, "eager" if args.cpu_smoke else "graph", "auto"))
+        plan.append((b, c, "compiled" if args.cpu_smoke else "compiled-graph", "auto"))
         plan += [(b, c, "fused" if args.cpu_smoke else "fused-graph", a) for a in ATTENTION[b]]
     if args.whole:
         plan.append((*SHAPES[0], "whole" if args.cpu_smoke else "whole-graph", "flex"))
-    fused = compiled_for("fused")
-    whole = compiled_for("whole") if args.whole else None
+    family = {"compiled": compiled_for("compiled"), "fused": compiled_for("fused"),
+              "whole": compiled_for("whole") if args.whole else None}
+    fused = family["fused"]
     for b, c, variant, attn in plan:
         if time.time() - t0 > args.budget_s:
             res.setdefault("skipped", []).append([b, c, variant, attn])
             continue
-        compiled = fused if variant.startswith("fused") else whole
+        compiled = family.get(variant.split("-")[0])
         try:
             row = run_case(model, b, c, variant, attn, compiled, res["ceilings"])
         except Exception as e:  # a failed case is a result too
