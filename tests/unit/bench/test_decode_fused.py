@@ -8,6 +8,7 @@ import pytest
 from gpumatch.bench.shapes import tiny_shape
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
 
 def _model(dtype: object) -> object:
