@@ -29,6 +29,7 @@ import torch
 
 from gpumatch.bench.gemm import Unsupported, gemm, pinned_copy
 from gpumatch.bench.stats import percentiles, thermal_steady
+from gpumatch.bench.work import prefill_flops, train_flops
 
 Outcome = dict[str, Any]
 
@@ -107,19 +108,18 @@ def _model(p: dict[str, Any], dev: torch.device) -> Any:
 
 
 def _decode(p: dict[str, Any], dev: torch.device) -> Outcome:
-    """Decode steps at ``batch`` (or each of ``batches``, one model and one compilation for all) and
-    ``context``; a batch that runs out of memory is a failed part (class ``oom``) and the next batch runs."""
-    from gpumatch.bench.decode import free
+    """Decode steps at ``batch`` (or each of ``batches``, one model for all; the ``fused`` and ``whole`` variants
+    compile once per batch) and ``context`` with decode ``attention`` (default ``auto``); a batch that runs out of
+    memory is a failed part (class ``oom``) and the next batch runs."""
+    from gpumatch.bench.decode import compiled_for, free
+    from gpumatch.bench.llama import set_decode_attention
 
     variant = p["variant"]
-    if variant in ("graph", "compiled-graph") and dev.type != "cuda":
+    if variant.endswith("graph") and dev.type != "cuda":
         raise Unsupported("CUDA graphs need a CUDA device")
     model = _model(p, dev)
-    compiled = None
-    if variant.startswith("compiled"):
-        from gpumatch.bench.decode import compiled_layer_fn
-
-        compiled = compiled_layer_fn()
+    set_decode_attention(model, str(p.get("attention", "auto")))
+    compiled = compiled_for(variant)
     batches = [int(b) for b in p.get("batches", [p.get("batch")])]
     out: Outcome = {"results": [], "failures": []}
     for batch in batches:
@@ -150,23 +150,26 @@ def _decode_one(model: Any, batch: int, ctx: int, variant: str, compiled: Any, i
                       power_window_s=power_window_s)[0]
     if row["status"] != "ok":
         return {"failures": [{"config": cfg, "error_class": "error", "message": row["error"]}]}
-    bytes_per_step = decode_bytes_per_step(model, batch, ctx)
+    parts = decode_bytes(model, batch, ctx)
     step = row["timing"]["median_s"]
-    extra = {"bytes_per_step": bytes_per_step, "setup_s": row.get("setup_s"), **_power(row)}
+    extra = {"bytes_per_step": parts["total_bytes"], "bytes_parts": parts, "setup_s": row.get("setup_s"),
+             "attention": model.layers[0].attn.decode_attention, **_power(row)}
     return {"results": [
         _result("decode_step_s", step, "s", cfg, row["timing"], **extra),
         _result("decode_tokens_per_s", batch / step, "token/s", cfg),
     ]}
 
 
+def decode_bytes(model: Any, batch: int, ctx: int) -> dict[str, int]:
+    """:func:`gpumatch.bench.work.decode_bytes` of ``model``'s shape in its parameters' element size."""
+    from gpumatch.bench.work import decode_bytes as count
+
+    return count(model.s, batch, ctx, model.embed.weight.element_size())
+
+
 def decode_bytes_per_step(model: Any, batch: int, ctx: int) -> int:
-    """Bytes one decode step must read: every bf16 weight except the embedding table (a step reads one row
-    of it per sequence; a tied head reads it whole as the LM head, so then it counts) plus the K/V cache
-    (2 · layers · KV heads · head dim · 2 B per token, × batch × context)."""
-    params = sum(t.numel() for name, t in model.named_parameters() if not name.startswith("embed."))
-    if model.s.tied:
-        params += model.embed.weight.numel()
-    return int(2 * params + model.s.kv_bytes_per_token_bf16 * batch * ctx)
+    """:func:`decode_bytes`' total."""
+    return decode_bytes(model, batch, ctx)["total_bytes"]
 
 
 def _prefill(p: dict[str, Any], dev: torch.device) -> Outcome:
@@ -178,7 +181,9 @@ def _prefill(p: dict[str, Any], dev: torch.device) -> Outcome:
     if row["status"] == "oom":
         raise MemoryError(row.get("error", "out of memory"))
     cfg = {"model": model.s.name, "batch": int(p["batch"]), "seq": int(p["seq"])}
-    return {"results": [_result("prefill_s", row["timing"]["median_s"], "s", cfg, row["timing"], **_power(row)),
+    flops = prefill_flops(model.s, int(p["batch"]), int(p["seq"]))
+    return {"results": [_result("prefill_s", row["timing"]["median_s"], "s", cfg, row["timing"], **_power(row),
+                                flops_per_step=flops),
                         _result("prefill_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]}
 
 
@@ -195,6 +200,7 @@ def _train(p: dict[str, Any], dev: torch.device) -> Outcome:
            "master": row["master"]}
     step = row["timing"]["median_s"]
     out = [_result("train_step_s", step, "s", cfg, row["timing"], params=row["params"],
+                   flops_per_step=train_flops(p["model"], row["batch"], row["seq"]),
                    first_step_s=row.get("first_step_s"), warmup_steps=1, **_power(row)),
            _result("train_tokens_per_s", row["tokens_per_s"], "token/s", cfg)]
     if "max_memory_reserved_bytes" in row:

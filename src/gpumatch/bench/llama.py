@@ -12,7 +12,10 @@ another, which changes no parameter count and saves launches, as gpt-fast does).
   on Llama-3-8B, so a long cache is read by a few multiprocessors) or ``split``: scores as one batched
   matmul over the whole cache, softmax, then P·V over chunks of :data:`DECODE_SPLIT_TOKENS` tokens summed
   (exact, since P is already normalized): the split-KV idea of Flash-Decoding (Dao et al., 2023,
-  https://crfm.stanford.edu/2023/10/12/flashdecoding.html), spread over all multiprocessors. ``auto`` (the
+  https://crfm.stanford.edu/2023/10/12/flashdecoding.html), spread over all multiprocessors; or ``flex``:
+  ``torch.nn.attention.flex_attention`` with ``enable_gqa``, which under ``torch.compile`` becomes the
+  flex-decoding Triton kernel (the cache split over the multiprocessors, the partial results merged by their
+  log-sum-exp; uncompiled it runs torch's reference implementation, for tests only). ``auto`` (the
   default) takes ``split`` when batch × KV heads < :data:`SPLIT_BELOW_BLOCKS`, else ``sdpa``. Measured on
   an H200 (Llama-3-8B shape, compiled + CUDA graph, 2026-12-05,
   tests/data/measurements/2026-12-05-h200-decode-mbu-probe.json): batch 1, context 8192: 5.31 ms split
@@ -36,7 +39,7 @@ from gpumatch.bench.shapes import LlamaShape
 
 _GQA_PATH: dict[str, str] = {}
 
-DECODE_ATTENTION = ("auto", "split", "sdpa")
+DECODE_ATTENTION = ("auto", "split", "sdpa", "flex")
 """Decode attention kernels (module docstring); the first is the default."""
 
 SPLIT_BELOW_BLOCKS = 64
@@ -62,6 +65,16 @@ def split_kv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     n = length // chunk
     parts = torch.matmul(p.view(b, h, g, n, chunk).transpose(2, 3), v.view(b, h, n, chunk, d))
     return parts.to(acc).sum(dim=2).to(q.dtype)
+
+
+def flex_decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q·kᵀ/√D)·v of q (B,H,1,D) over k, v (B,Hkv,L,D) through flex attention (GQA, no mask), returned
+    as (B,Hkv,G,D) like the other decode kernels (G = H / Hkv query heads per KV head, in head order)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    b, h, _, d = q.shape
+    out = flex_attention(q, k, v, enable_gqa=True)
+    return out.reshape(b, k.shape[1], h // k.shape[1], d)
 
 
 def attention_path() -> str:
@@ -191,6 +204,8 @@ class Attention(nn.Module):
             kernel = "split" if b * s.kv_heads < SPLIT_BELOW_BLOCKS else "sdpa"
         if kernel == "sdpa":
             out = F.scaled_dot_product_attention(qg, k_cache, v_cache)
+        elif kernel == "flex":
+            out = flex_decode_attention(q, k_cache, v_cache)
         else:
             out = split_kv_attention(qg, k_cache, v_cache)
         y: torch.Tensor = self.wo(out.reshape(b, 1, s.heads * s.head_dim))
@@ -303,18 +318,25 @@ def decode_logits(
     rope_all: torch.Tensor,
     caches: list[tuple[torch.Tensor, torch.Tensor]],
     layer_fn: Any = None,
+    head_fn: Any = None,
 ) -> torch.Tensor:
     """Logits (B,V) for tokens (B,1) at position ``pos`` (shape (1,)); writes their K/V into the caches.
 
     The caches (B,Hkv,L,D) must hold positions 0..L-1 with ``pos = L-1``: attention reads all L entries.
-    ``layer_fn(block, x, rope, pos, k, v)`` replaces ``block.forward_cached`` (a compiled version, say).
+    ``layer_fn(block, x, rope, pos, k, v)`` replaces ``block.forward_cached`` and ``head_fn(model, x)``
+    :func:`final_logits` (compiled versions, say).
     """
     rope = rope_all.index_select(1, pos)
     x = model.embed(tokens)
     for layer, (k, v) in zip(model.layers, caches, strict=True):
         block = cast(Block, layer)
         x = block.forward_cached(x, rope, pos, k, v) if layer_fn is None else layer_fn(block, x, rope, pos, k, v)
-    return model.head(model.norm(x))[:, -1]
+    return final_logits(model, x) if head_fn is None else cast(torch.Tensor, head_fn(model, x))
+
+
+def final_logits(model: Llama, x: torch.Tensor) -> torch.Tensor:
+    """Logits (B,V) of the last position of hidden states x (B,S,h): final RMSNorm, then the LM head."""
+    return model.head(model.norm(x[:, -1:]))[:, -1]
 
 
 def decode_step(
@@ -324,6 +346,7 @@ def decode_step(
     rope_all: torch.Tensor,
     caches: list[tuple[torch.Tensor, torch.Tensor]],
     layer_fn: Any = None,
+    head_fn: Any = None,
 ) -> torch.Tensor:
     """Greedy next token (B,) of :func:`decode_logits`."""
-    return decode_logits(model, tokens, pos, rope_all, caches, layer_fn).argmax(dim=-1)
+    return decode_logits(model, tokens, pos, rope_all, caches, layer_fn, head_fn).argmax(dim=-1)

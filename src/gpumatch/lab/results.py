@@ -16,6 +16,9 @@ from gpumatch.errors import InputError
 from gpumatch.metric_names import canonical_metric
 
 PERCENTILE_KEYS = ("p50_s", "p90_s", "p99_s")
+WORK_KEYS = ("bytes_per_step", "flops_per_step", "power_w_mean", "power_basis")
+"""A step's work (:mod:`gpumatch.bench.work`) and an energy row's mean power over its power window, carried into a
+row for its ratio to the card's ceiling and the reason of a low one (:mod:`gpumatch.lab.ceiling`)."""
 
 
 def list_bench_runs(store: Path | str | None, limit: int = 50) -> list[dict[str, Any]]:
@@ -40,8 +43,9 @@ def run_kind(store: Path | str | None, run_id: int) -> str:
 
 
 def load_run(store: Path | str | None, run_id: int, raw: bool = False) -> dict[str, Any]:
-    """One bench run: ``run`` (the record), ``manifest``, ``cases``, ``results`` (flat rows) and ``failures``;
-    with ``raw``, each row also carries its raw timings ``raw_s`` (seconds) when stored."""
+    """One bench run: ``run`` (the record), ``manifest``, ``cases``, ``results`` (flat rows), ``failures`` and
+    ``ceilings`` (each result against the card's catalog ceiling: :func:`gpumatch.lab.ceiling.ceiling_rows`); with
+    ``raw``, each row also carries its raw timings ``raw_s`` (seconds) when stored."""
     from gpumatch.store import open_existing_store
 
     with open_existing_store(store) as st:
@@ -51,12 +55,16 @@ def load_run(store: Path | str | None, run_id: int, raw: bool = False) -> dict[s
         raise InputError(f"run {run_id} is a {run.get('kind')} run, not a bench run",
                          "'gpumatch bench list' lists the bench runs")
     manifest = run.get("manifest") or {}
-    return {"run": {k: v for k, v in run.items() if k != "manifest"}, "manifest": manifest,
-            "cases": [e["data"] for e in data["events"] if e["kind"] == "case"],
-            "results": [result_row(r, manifest, raw) for r in data["results"]],
-            "failures": [{"case": (f.get("config") or {}).get("case"), "error_class": f["error_class"],
-                          "message": f["message"], "config": f.get("config"), "log_tail": f.get("log_excerpt", "")}
-                         for f in data["failures"]]}
+    out = {"run": {k: v for k, v in run.items() if k != "manifest"}, "manifest": manifest,
+           "cases": [e["data"] for e in data["events"] if e["kind"] == "case"],
+           "results": [result_row(r, manifest, raw) for r in data["results"]],
+           "failures": [{"case": (f.get("config") or {}).get("case"), "error_class": f["error_class"],
+                         "message": f["message"], "config": f.get("config"), "log_tail": f.get("log_excerpt", "")}
+                        for f in data["failures"]]}
+    from gpumatch.lab.ceiling import ceiling_rows
+
+    out["ceilings"] = ceiling_rows(out)
+    return out
 
 
 SERVING_LOAD = ("max_concurrency", "request_rate")
@@ -117,7 +125,7 @@ def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None, raw: b
            "measured": r["value"], "unit": r["unit"], "predicted": extra.get("predicted"),
            "datasheet": extra.get("datasheet"), "ratio": extra.get("ratio"), "n": extra.get("n"),
            "config": r.get("config")}
-    for key in (*PERCENTILE_KEYS, "p50_flops_per_s", "p90_flops_per_s", "p99_flops_per_s"):
+    for key in (*PERCENTILE_KEYS, "p50_flops_per_s", "p90_flops_per_s", "p99_flops_per_s", *WORK_KEYS):
         if key in extra:
             row[key] = extra[key]
     row["key"] = case_key(row)

@@ -115,6 +115,8 @@ def show_text(data: dict[str, Any]) -> str:
     if data["results"]:
         parts += ["", to_table(result_cells(data["results"]), RESULT_COLUMNS, "Results (predicted: gpumatch "
                                                                               "estimate; (ds): datasheet)")]
+    if data.get("ceilings"):
+        parts += ["", ceiling_text(data["ceilings"])]
     timed = [c for c in result_cells(data["results"]) if c["n_given"]]
     if timed:
         parts += ["", to_table(timed, TIMING_COLUMNS, "Timings (p90 from n >= 10, p99 from n >= 100)")]
@@ -123,6 +125,29 @@ def show_text(data: dict[str, Any]) -> str:
         parts += ["", to_table(rows, [Column("case", wrap=False), Column("class", wrap=False), Column("reason")],
                                "Failed or skipped")]
     return "".join(p if p.endswith("\n") else p + "\n" for p in parts)
+
+
+CEILING_COLUMNS = [Column("case", wrap=True), Column("achieved", wrap=False, align="right"),
+                   Column("ratio", "of ceil.", wrap=False, align="right"),
+                   Column("mbu", "of copy", wrap=False, align="right"), Column("reason", wrap=True)]
+
+
+def ceiling_cells(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Table cells of :func:`gpumatch.lab.ceiling.ceiling_rows`."""
+    return [{"case": f"{r['case']} {config_text(r.get('config'))}{' read' * (r['metric'] == 'read_bytes_per_s')}"
+             .strip(),
+             "achieved": value_text(r["achieved"], r["unit"]), "ratio": f"{r['ceiling_ratio']:.2f}",
+             "mbu": f"{r['mbu_vs_copy']:.2f}" if r.get("mbu_vs_copy") is not None else "-",
+             "reason": r.get("reason") or ""} for r in rows]
+
+
+def ceiling_text(rows: Sequence[dict[str, Any]]) -> str:
+    """The results against the card's ceilings (catalog dense peak or HBM; decode also the run's measured copy,
+    its MBU), with the reason of each low ratio, and the ceilings used under the table."""
+    bases = sorted({str(r["ceiling_basis"]) for r in rows})
+    table = to_table(ceiling_cells(rows), CEILING_COLUMNS, "Against the card's ceilings (of copy: decode MBU "
+                                                             "against the run's measured copy)")
+    return table.rstrip("\n") + "\n" + "".join(f"ceiling: {b}\n" for b in bases)
 
 
 def show_csv(data: dict[str, Any]) -> str:

@@ -91,17 +91,62 @@ def test_split_kv_attention_equals_sdpa(length: int) -> None:
 
 
 def test_decode_bytes_count_the_embedding_only_when_tied() -> None:
-    """A decode step reads one embedding row per sequence; a tied head reads the whole table (as the head)."""
+    """A decode step reads one embedding row per sequence; a tied head reads the whole table (as the head); the
+    K/V cache is read over the context and the new token's K/V written. The weight part equals the model's
+    parameter bytes counted from the module itself."""
     torch = pytest.importorskip("torch")
-    from gpumatch.bench.cases import decode_bytes_per_step
+    from gpumatch.bench.cases import decode_bytes, decode_bytes_per_step
     from gpumatch.bench.llama import build_model
 
     for tied in (False, True):
         model = build_model({**tiny_shape(), "tied": tied}, torch.device("cpu"), torch.bfloat16)
         s = model.s
+        counted = sum(p.numel() for n, p in model.named_parameters() if tied or not n.startswith("embed."))
         body = s.layers * s.params_per_layer + s.hidden  # blocks and the final norm
         head = s.vocab * s.hidden
-        assert decode_bytes_per_step(model, 2, 8) == 2 * (body + head) + s.kv_bytes_per_token_bf16 * 16
+        assert counted == body + head
+        parts = decode_bytes(model, 2, 8)
+        assert parts["weight_bytes"] == 2 * counted
+        assert parts["embedding_row_bytes"] == (0 if tied else 2 * s.hidden * 2)
+        assert parts["kv_read_bytes"] == s.kv_bytes_per_token_bf16 * 16
+        assert parts["kv_write_bytes"] == s.kv_bytes_per_token_bf16 * 2
+        assert decode_bytes_per_step(model, 2, 8) == sum(v for k, v in parts.items() if k != "total_bytes")
+
+
+def test_llama3_8b_decode_bytes_by_hand() -> None:
+    """Llama-3-8B (untied, bf16), batch 1, context 2048: 8,030,261,248 parameters less the 525,336,576 of the
+    embedding table = 7,504,924,672 weights (15.01 GB), 4096 elements of embedding row, 128 KiB of K/V per
+    token (2 · 32 layers · 8 heads · 128 · 2 B)."""
+    from gpumatch.bench.work import decode_bytes
+
+    parts = decode_bytes(LLAMA_3_8B, 1, 2048)
+    assert parts["weight_bytes"] == 2 * (8_030_261_248 - 128_256 * 4096)
+    assert parts["embedding_row_bytes"] == 8192
+    assert parts["kv_read_bytes"] == 131_072 * 2048 and parts["kv_write_bytes"] == 131_072
+
+
+def test_prefill_and_train_flops_match_the_counted_matmuls() -> None:
+    """The projection and LM-head FLOPs of :mod:`gpumatch.bench.work` against torch's FlopCounterMode on the tiny
+    model (matrix products only; attention is counted apart, causal, by formula)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from gpumatch.bench.llama import build_model, rope_tables
+    from gpumatch.bench.work import prefill_flops, train_flops
+
+    model = build_model(tiny_shape(), torch.device("cpu"), torch.float32)
+    s, b, n = model.s, 2, 16
+    tokens = torch.randint(0, s.vocab, (b, n))
+    rope = rope_tables(s, n, torch.device("cpu"), torch.float32)
+    attention = 2.0 * s.layers * s.heads * s.head_dim * b * n * n
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        model.prefill_logits(tokens, rope)
+    mm = sum(v for k, v in fc.get_flop_counts()["Global"].items() if "mm" in str(k) and "attention" not in str(k))
+    assert prefill_flops(s, b, n) - attention == mm
+    with FlopCounterMode(display=False) as fc:
+        model(tokens, rope).float().sum().backward()
+    mm = sum(v for k, v in fc.get_flop_counts()["Global"].items() if "mm" in str(k) and "attention" not in str(k))
+    assert train_flops(s, b, n) - 3 * attention == mm
 
 
 def test_train_case_runs_and_reports(tmp_path: object) -> None:

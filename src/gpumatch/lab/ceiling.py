@@ -1,0 +1,162 @@
+"""Each stored result against the card's catalog ceiling, with a one-line reason where the ratio is low.
+
+The ceiling of a result (docs/bench.md, "Ratios to the card's ceilings"):
+
+- GEMM, soak, kernel-path FLOP/s, prefill and training steps: the catalog's dense peak of the precision they ran
+  (prefill and training: bf16), against the achieved FLOP/s (a step's ``flops_per_step`` / its time:
+  :mod:`gpumatch.bench.work`);
+- copy and read bandwidth, decode steps: the catalog's HBM bandwidth, against the achieved B/s (a decode step's
+  ``bytes_per_step`` / its time); a decode step is also read against the run's measured copy bandwidth (its MBU).
+
+The reason comes only from what the run recorded for that case (the NVML summary of its window:
+:mod:`gpumatch.lab.telemetry`): thermal or hardware slowdown, the share of the window at the power cap (the
+violation counter when read, else the share of 10 Hz samples with the reason bit), the mean SM clock against the
+card's maximum; for fp8 GEMMs the shape against cuBLAS's 128-wide tiles. Where the telemetry
+shows none of these, the reason says so: the kernels themselves fall short of the ceiling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpumatch.errors import GpumatchError
+
+LOW_RATIO = 0.8
+"""Below this share of its ceiling a result gets a reason."""
+
+FLOP_METRICS = {"gemm_flops_per_s", "soak_flops_per_s", "kernel_path_flops_per_s"}
+BYTE_METRICS = {"copy_bytes_per_s", "read_bytes_per_s"}
+STEP_FLOPS = {"prefill_s", "train_step_s"}
+
+
+def _spec(manifest: dict[str, Any]) -> Any:
+    try:
+        from gpumatch.catalog import get_gpu
+
+        name = manifest.get("gpu.name")
+        return get_gpu(name) if name else None
+    except (GpumatchError, ImportError):
+        return None
+
+
+def _achieved(r: dict[str, Any], spec: Any) -> tuple[float, float, str] | None:
+    """(achieved, ceiling, what the ceiling is) of a result row, or None when it has no ceiling here."""
+    metric, value, cfg = r["metric"], float(r["measured"]), r.get("config") or {}
+    bw = float(spec.memory_bandwidth_bytes_per_s)
+    if metric in FLOP_METRICS or metric in STEP_FLOPS:
+        prec = str(cfg.get("precision") or "bf16")
+        peak = spec.peak_flops_per_s.get(prec)
+        if not peak:
+            return None
+        if metric in STEP_FLOPS:
+            if not r.get("flops_per_step") or value <= 0:
+                return None
+            value = float(r["flops_per_step"]) / value
+        return value, float(peak), f"dense {prec} {peak / 1e12:.0f} TFLOP/s"
+    if metric in BYTE_METRICS:
+        return value, bw, f"HBM {bw / 1e12:.2f} TB/s"
+    if metric == "decode_step_s" and r.get("bytes_per_step") and value > 0:
+        return float(r["bytes_per_step"]) / value, bw, f"HBM {bw / 1e12:.2f} TB/s"
+    return None
+
+
+def _share(t: dict[str, Any], counter: str, sampled: str) -> tuple[float | None, str]:
+    """The share of the case window under a limiter: its NVML violation counter (``violation_duty``) when read,
+    else the share of samples with the reason bit; and which of the two it is."""
+    duty = t.get("violation_duty") or {}
+    if counter in duty:
+        return float(duty[counter]), "of the case window (counter)"
+    value = t.get(sampled)
+    return (float(value), "of samples") if value is not None else (None, "")
+
+
+IDLE_WINDOW = 0.5
+"""A case window whose ``low_utilization`` violation counter ran for more than this share was mostly idle (child
+start-up, compilation): its mean power and clock then describe the idle card, not the timed kernels."""
+
+
+def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> str:
+    """Why a result is low, from its case's telemetry only (module docstring); one line."""
+    parts = []
+    t = telemetry or {}
+    thermal, t_src = _share(t, "thermal", "thermal_frac")
+    if thermal:
+        parts.append(f"thermal slowdown {thermal:.0%} {t_src}")
+    if t.get("hw_slowdown_frac"):
+        parts.append(f"HW slowdown/power brake {t['hw_slowdown_frac']:.0%} of samples")
+    idle = float((t.get("violation_duty") or {}).get("low_utilization") or 0.0)
+    power, p_src = _share(t, "power", "power_cap_frac")
+    if power:
+        watts = f", mean {t['power_w_mean']:.0f} W" if t.get("power_w_mean") and idle <= IDLE_WINDOW else ""
+        parts.append(f"power-capped {power:.0%} {p_src}{watts}")
+    if idle > IDLE_WINDOW:
+        parts.append(f"case window {idle:.0%} low-utilization (start-up): its clock and power means are not the "
+                     "kernels'")
+    clock = t.get("sm_clock_mhz_mean")
+    slow_clock = bool(clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW)
+    if clock and max_sm_mhz and slow_clock:
+        parts.append(f"SM clock {clock:.0f} MHz = {clock / max_sm_mhz:.0%} of max {max_sm_mhz:.0f}")
+    steady = row.get("power_window_w")
+    limit = row.get("power_limit_w")
+    if steady and limit:
+        parts.append(f"timed steps at {steady:.0f} W = {steady / limit:.0%} of the {limit:.0f} W limit")
+    cfg = row.get("config") or {}
+    if cfg.get("precision") == "fp8" and {"m", "n", "k"} <= cfg.keys():
+        odd = [f"{d}={cfg[d.lower()]}" for d in "MNK" if int(cfg[d.lower()]) % 128]
+        parts.append("fp8 _scaled_mm" + (f": {', '.join(odd)} not multiples of 128 (tile)" if odd else
+                                         ", dims multiples of 128"))
+    if not t:
+        parts.append("no telemetry recorded for this case")
+    elif not (thermal or power or t.get("hw_slowdown_frac") or slow_clock or idle > IDLE_WINDOW):
+        parts.append("telemetry shows no throttling: the kernels fall short")
+    return "; ".join(parts)
+
+
+def _row_key(r: dict[str, Any], name: str) -> str:
+    cfg = r.get("config") or {}
+    return f"{r.get('case')}|{name}|" + ",".join(f"{k}={cfg[k]}" for k in sorted(cfg) if k != "case")
+
+
+def _window_power(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean power (W) over each step row's own power window, from its energy row (``*_energy_j_per_token`` with
+    ``power_basis`` 'power window'), keyed like :func:`_row_key` of the step row."""
+    out = {}
+    for r in results:
+        m = r["metric"]
+        if m.endswith("_energy_j_per_token") and r.get("power_basis") == "power window" and r.get("power_w_mean"):
+            out[_row_key(r, m.removesuffix("_energy_j_per_token"))] = float(r["power_w_mean"])
+    return out
+
+
+def ceiling_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per result that has a ceiling (:func:`gpumatch.lab.results.load_run`'s ``data``): case, metric,
+    config, ``achieved`` (FLOP/s or B/s), ``ceiling`` and its ``ceiling_basis``, ``ceiling_ratio``, for decode
+    also ``copy_bytes_per_s`` (the run's best measured copy) and ``mbu_vs_copy``, and ``reason`` where the ratio
+    is under :data:`LOW_RATIO`. Empty when the card is not in the catalog."""
+    spec = _spec(data.get("manifest") or {})
+    if spec is None:
+        return []
+    max_sm = (data.get("manifest") or {}).get("gpu.clocks_max_sm_mhz")
+    max_sm_mhz = float(max_sm) if isinstance(max_sm, int | float) else None
+    tele = {c.get("case_id"): c.get("telemetry") for c in data.get("cases", [])}
+    copies = [float(r["measured"]) for r in data["results"] if r["metric"] == "copy_bytes_per_s"]
+    copy = max(copies) if copies else None
+    limit = (data.get("manifest") or {}).get("gpu.power_enforced_limit_w")
+    steady = _window_power(data["results"])
+    out = []
+    for r in data["results"]:
+        r = {**r, "power_limit_w": limit if isinstance(limit, int | float) else None,
+             "power_window_w": steady.get(_row_key(r, r["metric"].removesuffix("_s").removesuffix("_step")))}
+        got = _achieved(r, spec)
+        if got is None:
+            continue
+        achieved, ceiling, basis = got
+        row = {"case": r.get("case"), "metric": r["metric"], "config": r.get("config"), "achieved": achieved,
+               "unit": "B/s" if basis.startswith("HBM") else "flop/s", "ceiling": ceiling,
+               "ceiling_basis": f"{basis} ({spec.name} catalog)", "ceiling_ratio": achieved / ceiling, "reason": ""}
+        if r["metric"] == "decode_step_s" and copy:
+            row.update(copy_bytes_per_s=copy, mbu_vs_copy=achieved / copy)
+        if row["ceiling_ratio"] < LOW_RATIO:
+            row["reason"] = reason(tele.get(r.get("case")), max_sm_mhz, r)
+        out.append(row)
+    return out
