@@ -3,9 +3,10 @@ time limit and expected duration (for the ETA).
 
 Budgets (an H200, compile included; each case is one child process, ~5 s of start-up each):
 
-- ``quick`` (at most 3 minutes): GEMM at bf16 / fp16 / tf32 / fp32 / fp8 at 4096³, 8192³ and a decode-shaped
+- ``quick`` (at most 5 minutes): GEMM at bf16 / fp16 / tf32 / fp32 / fp8 at 4096³, 8192³ and a decode-shaped
   16×14336×4096; device copy bandwidth (64 MiB, 1 GiB); pinned host<->device (256 MiB); launch overhead; decode
-  of the model (default the Llama-3-8B shape) at batch 1 and 16, context 2048, with CUDA graphs; one prefill
+  of the model (default the Llama-3-8B shape) at batch 1 and 16, context 2048 and 8192, compiled per layer with
+  split-KV attention at batch 1 and replayed as one CUDA graph (``fused-graph``); one prefill
   (batch 1 × 2048); one Llama-3.2-1B training step set (batch 4 × 1024, AMP fp32 master); the kernel-path check
   of the model's GEMMs at bf16 (``bench.kernelpath``); loss curves of bf16 with and without full recompute on a
   Markov source (``bench.convergence``, 300 steps of a 4-layer model).
@@ -137,14 +138,18 @@ def _quick(spec: SuiteSpec) -> list[Case]:
         copies, pinned, ctx, seq, train = [2**26, 2**30], 2**28, 2048, 2048, (4, 1024)
     t = 120.0 if spec.tiny else 300.0
     m, seed = spec.model_params(), spec.seed
-    variant = "eager" if spec.tiny else "graph"
+    # fused-graph: each layer compiled (norm, rotary, SiLU, residual fused into the projections), split-KV
+    # attention at batch 1, the whole step one CUDA graph (docs/bench.md, "Decode variants")
+    variant = "eager" if spec.tiny else "fused-graph"
+    long_ctx = 2 * ctx if spec.tiny else 8192
     return [
         *_gemms(spec, gemm_shapes, t),
         Case("copy", "copy", {"sizes": copies}, t, 4.0),
         Case("pinned", "pinned", {"size_bytes": pinned}, t, 4.0),
         Case("launch", "launch", {}, t, 4.0),
-        *(Case(f"decode-b{b}", "decode", {**m, "batch": b, "context": ctx, "variant": variant, "seed": seed,
-                                       "power_window_s": _pw(spec)}, t, 15.0) for b in (1, 16)),
+        *(Case(f"decode-b{b}" + ("" if c == ctx else f"-c{c}"), "decode", {
+            **m, "batch": b, "context": c, "variant": variant, "seed": seed, "power_window_s": _pw(spec)}, t,
+            15.0 if spec.tiny else 40.0) for c in (ctx, long_ctx) for b in (1, 16)),
         Case("prefill", "prefill", {**m, "batch": 1, "seq": seq, "seed": seed, "power_window_s": _pw(spec)},
              t, 12.0),
         Case("train", "train", {"model": spec.train_model, "batch": train[0], "seq": train[1], "recompute": "none",
