@@ -21,7 +21,7 @@ from pathlib import Path
 from gpumatch.errors import StoreError
 from gpumatch.outfiles import publishing
 from gpumatch.store.connection import open_connection
-from gpumatch.store.db import HINT_OTHER_PATH, translate
+from gpumatch.store.db import HINT_OTHER_PATH, release_side_files, translate
 from gpumatch.store.migrations import MIGRATIONS
 
 _TABLES = ("manifests", "runs", "results", "samples", "failures", "calibrations", "calibration_runs", "events")
@@ -62,6 +62,7 @@ def recover_store(damaged: Path, new: Path, busy_timeout_s: float = 30.0) -> lis
                 dst.close()  # the last connection: SQLite folds the WAL into the file and removes it
     finally:
         src.close()
+        release_side_files(damaged)  # the empty -wal/-shm a read-only connection leaves beside a WAL file
     return out
 
 

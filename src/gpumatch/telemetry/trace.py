@@ -104,17 +104,18 @@ def sidecar_path(path: Path) -> Path:
 
 def write_trace(trace: Trace, path: Path) -> list[Path]:
     """Write samples to ``path`` (.csv or .parquet) and the sidecar next to it; return both paths. Each file is
-    written to a temporary and renamed over its name (:mod:`gpumatch.outfiles`): it is whole or absent (callers
-    refuse existing files beforehand unless told to overwrite)."""
+    written to a temporary and renamed over its name (:mod:`gpumatch.outfiles`): it is whole or absent, and the
+    sidecar goes first, so a trace file that is there has its sidecar (callers refuse existing files beforehand
+    unless told to overwrite)."""
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet"):
         raise InputError(f"unknown trace file type '{path.suffix}'", "use a name ending in .csv or .parquet")
     rows = [s.to_dict() for s in trace.samples]
     side = sidecar_path(path)
     try:
-        with publishing(path, force=True) as tmp:
-            (_write_csv if suffix == ".csv" else _write_parquet)(rows, tmp)
         write_file(side, json.dumps(trace.sidecar(), indent=1) + "\n", force=True)
+        with publishing(path, force=True) as tmp:  # last: a trace file that is there has its sidecar
+            (_write_csv if suffix == ".csv" else _write_parquet)(rows, tmp)
     except OSError as e:
         where = e.filename or path
         raise InputError(f"cannot write {where}: {e.strerror or e}", "check the folder and its permissions") from e

@@ -11,7 +11,7 @@ instant. Modes (N: how many of those points pass normally first):
 - ``recover N``: ``runs recover`` after N tables were copied into its new store;
 - ``halfway``: the first ``os.write`` to a regular file writes half its bytes, then stalls (an output file
   half-written);
-- ``publish``: an output file written whole to its temporary, just before it is published under its name.
+- ``publish N``: an output file written whole to its temporary, just before it is published under its name.
 
 ``--fake-nvml`` installs the fake pynvml of ``tests/unit/telemetry/test_nvml_backend.py`` (``gpumatch monitor``).
 """
@@ -95,13 +95,16 @@ def _patch_halfway(marker: str) -> None:
     os.write = write
 
 
-def _patch_publish(marker: str) -> None:
+def _patch_publish(marker: str, after: int) -> None:
     from gpumatch import outfiles
 
     real = outfiles._publish
+    seen = {"n": 0}
 
     def publish(*args: Any) -> None:
-        _stall(marker)
+        seen["n"] += 1
+        if seen["n"] > after:
+            _stall(marker)
         real(*args)
     outfiles._publish = publish  # type: ignore[assignment]
 
@@ -130,7 +133,7 @@ def child(argv: list[str]) -> int:
     elif mode == "halfway":
         _patch_halfway(marker)
     elif mode == "publish":
-        _patch_publish(marker)
+        _patch_publish(marker, int(head[2]))
     from gpumatch.cli.app import main
 
     return main(rest)
@@ -199,8 +202,17 @@ def kill_at_marker(proc: subprocess.Popen[str], marker: Path) -> None:
     kill(proc)
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    """A connection that changes nothing (``query_only``) but, unlike ``mode=ro``, removes the ``-wal`` and
+    ``-shm`` when it is the last one to close (https://www.sqlite.org/wal.html#readonly): the tests' own reads
+    leave no side files for the tests to find."""
+    conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=30)
+    conn.execute("PRAGMA query_only = 1")
+    return conn
+
+
 def integrity(path: Path) -> str:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = _connect(path)
     try:
         return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
     finally:
@@ -211,7 +223,7 @@ def count(path: Path, sql: str) -> int:
     """One number read from the store as it is now (0 where the file or table is not there yet)."""
     if not path.exists():
         return 0
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    conn = _connect(path)
     try:
         return int(conn.execute(sql).fetchone()[0])
     except sqlite3.OperationalError as e:
