@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from gpumatch.errors import DataWarning
-
 from gpumatch.telemetry.trace import SamplerStats, Trace
 from gpumatch.telemetry.types import SAMPLE_FIELDS, DeviceInfo, EdgeCounters, Sample, SystemInfo, XidEvent
 
@@ -49,10 +48,8 @@ def trace_from_run(export: Mapping[str, Any]) -> Trace:
     manifest: Mapping[str, Any] = run.get("manifest") or {}
     summary: Mapping[str, Any] = run.get("summary") or {}
     devices = tuple(DeviceInfo.from_dict(g) for g in manifest.get("gpus") or [])
-    edges = tuple(x for e in events if e.get("kind") == EDGE_EVENT
-                  if (x := _readable(run, e, lambda e: EdgeCounters.from_dict(e["data"]))) is not None)
-    xids = tuple(x for e in events if e.get("kind") == XID_EVENT
-                 if (x := _readable(run, e, _xid)) is not None)
+    edges = tuple(_readable(run, events, EDGE_EVENT, lambda e: EdgeCounters.from_dict(e["data"])))
+    xids = tuple(_readable(run, events, XID_EVENT, _xid))
     stats = summary.get("sampler") or {}
     interval = (run.get("config") or {}).get("interval_s") or summary.get("interval_s") or 0.1
     return Trace(
@@ -72,16 +69,21 @@ def _xid(e: Mapping[str, Any]) -> XidEvent:
                     int(e["data"]["xid"]))
 
 
-def _readable(run: Mapping[str, Any], e: Mapping[str, Any], read: Callable[[Mapping[str, Any]], T]) -> T | None:
-    """``read(e)``, or None with a :class:`~gpumatch.errors.DataWarning` when the event's data is not in the
-    shape the monitor writes (another writer's event of that kind, or a damaged row): one bad event does not stop
-    the export."""
-    try:
-        return read(e)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        warnings.warn(DataWarning(f"run {run.get('run_id')}: {e.get('kind')} event {e.get('event_id')} is not a "
-                                  f"monitor's ({type(exc).__name__}: {exc}); exported without it"), stacklevel=2)
-        return None
+def _readable(run: Mapping[str, Any], events: list[Mapping[str, Any]], kind: str,
+              read: Callable[[Mapping[str, Any]], T]) -> list[T]:
+    """``read(e)`` of each event of ``kind``; an event whose data is not in the shape the monitor writes (another
+    writer's event of that kind, or a damaged row) is left out with a :class:`~gpumatch.errors.DataWarning`: one
+    bad event does not stop the export."""
+    out = []
+    for e in events:
+        if e.get("kind") != kind:
+            continue
+        try:
+            out.append(read(e))
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            warnings.warn(DataWarning(f"run {run.get('run_id')}: {kind} event {e.get('event_id')} is not a "
+                                      f"monitor's ({type(exc).__name__}: {exc}); exported without it"), stacklevel=2)
+    return out
 
 
 def _sample(d: Mapping[str, Any]) -> Sample:

@@ -18,6 +18,7 @@ instant. Modes (N: how many of those points pass normally first):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -189,10 +190,8 @@ def kill(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     for pid in below:  # they hold the child's stdout and stderr open
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
 

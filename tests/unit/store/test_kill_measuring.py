@@ -55,7 +55,7 @@ def _killed_twice(tmp_path: Path, store: Path, argv: list[str], mid: str, extra:
 def _check_killed(runs: list[tuple[str, str, int, Counter[str]]], whole: tuple[str, str, int, Counter[str]]) -> None:
     """The two killed runs read interrupted and hold at most what a whole run holds; the last one is whole."""
     assert [r[:2] for r in runs] == [("interrupted", "running")] * 2 + [("completed", "completed")]
-    for status, _, n_results, events in runs[:2]:
+    for _, _, n_results, events in runs[:2]:
         assert n_results <= whole[2] and all(events[k] <= n for k, n in whole[3].items())
     assert runs[2] == whole
 

@@ -172,10 +172,9 @@ def _reference(tmp_path: Path, argv: list[str], out: Path) -> bytes:
 def test_an_export_killed_mid_write_leaves_no_file(tmp_path: Path, kind: str) -> None:
     store = _bench_store(tmp_path)
     out = tmp_path / ("e.csv" if kind.endswith("csv") else "e.json")
-    argv = {"bench-export": ["bench", "export", "1", "--out", str(out), "--store", str(store)],
-            "runs-export-json": ["runs", "export", "1", "--format", "json", "--output", str(out), "--store", str(store)],
-            "runs-export-csv": ["runs", "export", "1", "--format", "csv", "--output", str(out), "--store", str(store)],
-            }[kind]
+    runs_export = ["runs", "export", "1", "--format", kind.rsplit("-", 1)[1], "--output", str(out)]
+    argv = [*(["bench", "export", "1", "--out", str(out)] if kind == "bench-export" else runs_export),
+            "--store", str(store)]
     want = _reference(tmp_path, argv, out)
     if not kind.endswith("csv"):  # JSON goes out in os.write chunks: kill it with half a chunk on disk
         _killed_at(tmp_path, "halfway", (), *argv)
@@ -245,3 +244,21 @@ def test_a_sqlite_reader_never_sees_a_half_written_export(tmp_path: Path) -> Non
     conn = sqlite3.connect(f"file:{store}?mode=ro&immutable=1", uri=True)
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
+
+
+def test_a_foreign_edge_event_is_left_out_of_a_trace_export_with_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An ``edge`` or ``xid`` event not in the monitor's shape (another writer's, or a damaged row) was an
+    internal error (KeyError) of ``runs export``; it is left out with a warning and the rest is exported."""
+    store, out = tmp_path / "s.sqlite", tmp_path / "t.csv"
+    with open_store(store) as st:
+        rid = st.begin_run("monitor", "r", {}, {})
+        st.add_samples(rid, [{"t_s": 0.0}, {"t_s": 0.1}])
+        st.add_event(rid, 0.0, "edge", {"note": "not a counter read"})
+        st.add_event(rid, 0.1, "xid", {"code": "none"})
+        st.end_run(rid, "completed")
+    assert main(["runs", "export", "1", "--output", str(out), "--store", str(store)]) == 0
+    err = capsys.readouterr().err
+    assert "edge event 1 is not a monitor's" in err and "xid event 2 is not a monitor's" in err
+    side = json.loads(out.with_suffix(".json").read_text())
+    assert side["edges"] == [] and side["xid_events"] == [] and len(out.read_text().splitlines()) == 3
