@@ -262,3 +262,18 @@ def test_a_foreign_edge_event_is_left_out_of_a_trace_export_with_a_warning(
     assert "edge event 1 is not a monitor's" in err and "xid event 2 is not a monitor's" in err
     side = json.loads(out.with_suffix(".json").read_text())
     assert side["edges"] == [] and side["xid_events"] == [] and len(out.read_text().splitlines()) == 3
+
+
+def test_an_output_through_a_symlink_or_to_a_device(tmp_path: Path) -> None:
+    """A symlink is written through (it stays a link; its file gets the bytes), ``/dev/null`` in place (a device
+    cannot be renamed over), and nothing else appears in the folder."""
+    from gpumatch.outfiles import write_file
+
+    real, link = tmp_path / "real.json", tmp_path / "link.json"
+    real.write_text("old")
+    link.symlink_to(real)
+    write_file(link, "new", force=True)
+    assert link.is_symlink() and real.read_text() == "new"
+    write_file(Path("/dev/null"), "x" * 100_000, force=True)
+    assert Path("/dev/null").is_char_device() and sorted(p.name for p in tmp_path.iterdir()) == ["link.json",
+                                                                                                "real.json"]
