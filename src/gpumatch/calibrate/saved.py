@@ -92,5 +92,8 @@ def run_calibrate(store: Path | None, run_ids: Sequence[int] = (), gpu: str | No
     if out is not None:
         import json
 
-        out.write_text(json.dumps(export_json(fit), indent=1) + "\n", encoding="utf-8")
+        from gpumatch.outfiles import write_file
+
+        write_file(out, json.dumps(export_json(fit), indent=1) + "\n", force=force,
+                   hint="give another --out or add --force to overwrite it")
     return {**fit.to_dict(), "calibration_id": cid, "out": str(out) if out else None}

@@ -14,6 +14,7 @@ from typing import Any
 
 from gpumatch.errors import InputError
 from gpumatch.metric_names import canonical_metric
+from gpumatch.outfiles import write_file
 
 PERCENTILE_KEYS = ("p50_s", "p90_s", "p99_s")
 WORK_KEYS = ("bytes_per_step", "flops_per_step", "power_w_mean", "power_basis")
@@ -213,6 +214,5 @@ def export_run(store: Path | str | None, run_id: int, out: Path, force: bool = F
     if not out.parent.is_dir():
         raise InputError(f"no folder {out.parent}", "create it first")
     data = load_run(store, run_id)
-    out.write_text(json.dumps({"schema": "gpumatch.bench.run/1", **data}, indent=1, default=str) + "\n",
-                   encoding="utf-8")
-    return out
+    text = json.dumps({"schema": "gpumatch.bench.run/1", **data}, indent=1, default=str) + "\n"
+    return write_file(out, text, force=force, hint="give another --out or add --force to overwrite it")

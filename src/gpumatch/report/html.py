@@ -288,8 +288,9 @@ def write_report(data: dict[str, Any], path: Any, plain_plan: str = "", force: b
     if len(page) > MAX_BYTES:
         raise InputError(f"the report would be {len(page) / 1e6:.1f} MB, over {MAX_BYTES / 1e6:.0f} MB",
                          "report fewer runs at once")
-    path.write_bytes(page)
-    return path
+    from gpumatch.outfiles import write_file
+
+    return write_file(path, page, force=force, hint="give another --html file or add --force to overwrite it")
 
 
 def report_text(data: dict[str, Any], plain_plan: str = "") -> str:

@@ -63,7 +63,8 @@ class Opened:
     schema: tuple[str, ...]
     immutable: bool = False
     release_side_files: bool = False
-    """A reader that found no ``-wal`` and ``-shm`` beside the file: it removes the empty ones it made on close."""
+    """A reader that can write the folder: on close it removes an empty ``-wal`` and the ``-shm`` when it is the last
+    connection (:func:`gpumatch.store.db.release_side_files`)."""
 
 
 def open_connection(path: Path, mode: Mode, busy_timeout_s: float,
@@ -234,14 +235,15 @@ def _open_reader(path: Path, schema: tuple[str, ...], busy_timeout_s: float,
             f"results store {path} has an older schema ({len(schema)} of {len(migrations)} migrations: "
             f"{schema[-1] if schema else 'none'}) that this gpumatch cannot read as it is",
             hint=f"upgrade it with: gpumatch runs migrate --store {shlex.quote(str(path))}")
-    had_side_files = any(path.with_name(path.name + s).exists() for s in ("-wal", "-shm"))
     conn, immutable = _open_ro(path, busy_timeout_s)
     try:
         mode = "immutable" if immutable else str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     except sqlite3.Error as e:
         conn.close()
         raise translate(e, path, "opening", busy_timeout_s) from e
-    return Opened(conn, mode, schema, immutable, release_side_files=not immutable and not had_side_files)
+    # Also when side files were there at open: concurrent readers each find the other's, and the last to close
+    # must remove them (release_side_files checks that the -wal is empty and that it is the last connection).
+    return Opened(conn, mode, schema, immutable, release_side_files=not immutable)
 
 
 def _open_writer(path: Path, busy_timeout_s: float, migrations: Sequence[tuple[str, str]]) -> Opened:

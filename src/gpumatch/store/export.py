@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import InputError
+from gpumatch.outfiles import publishing, write_file
 from gpumatch.store.locate import open_existing_store
 
 
@@ -68,14 +69,13 @@ def export_runs(run_ids: list[int], output: Path, fmt: str, *, store: Path | str
         raise InputError(f"cannot write {output}: folder {output.parent} does not exist", "create the folder first")
     with open_existing_store(store) as st:
         runs = [st.export_run(r, samples=fmt == "json") for r in run_ids]
+    hint = "pass --force to overwrite it, or choose another --output"
     if fmt == "json":
-        output.write_text(json.dumps(runs, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
-        return output
+        return write_file(output, json.dumps(runs, indent=1, sort_keys=True, default=str) + "\n", force=force,
+                          hint=hint)
     rows = [_result_row(d, r) for d in runs for r in d["results"]]
-    if fmt == "csv":
-        _write_csv(output, rows)
-    else:
-        _write_parquet(output, rows)
+    with publishing(output, force=force, hint=hint) as tmp:
+        (_write_csv if fmt == "csv" else _write_parquet)(tmp, rows)
     return output
 
 

@@ -6,7 +6,9 @@ SQLite's own ``.recover`` needs a shell built with the ``sqlite_dbpage`` table (
 ranges; a range SQLite cannot read is halved until blocks of :data:`_MIN_BLOCK` ids, which are skipped and
 counted, so one broken page costs its own rows, not the rest of the table. Runs are copied as ``running``,
 their rows added, then closed with their stored status (the append-only triggers allow exactly that);
-rows that point at a run or manifest that was lost are dropped and counted.
+rows that point at a run or manifest that was lost are dropped and counted. The new store is built in a
+temporary beside ``--output`` and published by a hard link once closed (:mod:`gpumatch.outfiles`): a recovery
+killed half-way leaves no ``--output``, and two at once to one name give one store and one "exists" error.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpumatch.errors import StoreError
+from gpumatch.outfiles import publishing
 from gpumatch.store.connection import open_connection
-from gpumatch.store.db import HINT_OTHER_PATH, translate
+from gpumatch.store.db import HINT_OTHER_PATH, release_side_files, translate
 from gpumatch.store.migrations import MIGRATIONS
 
 _TABLES = ("manifests", "runs", "results", "samples", "failures", "calibrations", "calibration_runs", "events")
@@ -49,15 +52,17 @@ def recover_store(damaged: Path, new: Path, busy_timeout_s: float = 30.0) -> lis
     src = sqlite3.connect(f"file:{damaged.absolute()}?mode=ro", uri=True, isolation_level=None)
     try:
         tables = _tables(src, damaged, busy_timeout_s)
-        dst = open_connection(new, "write", busy_timeout_s, MIGRATIONS).conn
-        try:
-            dst.execute("PRAGMA foreign_keys = ON")
-            out = [_copy(src, dst, t, damaged) for t in _TABLES if t in tables]
-            _close_runs(src, dst)
-        finally:
-            dst.close()
+        with publishing(new, hint="give --output a new file name") as tmp:  # appears whole, or not at all
+            dst = open_connection(tmp, "write", busy_timeout_s, MIGRATIONS).conn
+            try:
+                dst.execute("PRAGMA foreign_keys = ON")
+                out = [_copy(src, dst, t, damaged) for t in _TABLES if t in tables]
+                _close_runs(src, dst)
+            finally:
+                dst.close()  # the last connection: SQLite folds the WAL into the file and removes it
     finally:
         src.close()
+        release_side_files(damaged)  # the empty -wal/-shm a read-only connection leaves beside a WAL file
     return out
 
 

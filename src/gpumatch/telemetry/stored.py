@@ -17,9 +17,11 @@ the sampled reason bits instead of the counters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
+from gpumatch.errors import DataWarning
 from gpumatch.telemetry.trace import SamplerStats, Trace
 from gpumatch.telemetry.types import SAMPLE_FIELDS, DeviceInfo, EdgeCounters, Sample, SystemInfo, XidEvent
 
@@ -28,6 +30,7 @@ XID_EVENT = "xid"
 
 #: (t_s, gpu_index, kind, data): the arguments of ``Store.add_event`` after the run id.
 Event = tuple[float, int | None, str, dict[str, Any]]
+T = TypeVar("T")
 
 
 def trace_events(trace: Trace) -> list[Event]:
@@ -45,9 +48,8 @@ def trace_from_run(export: Mapping[str, Any]) -> Trace:
     manifest: Mapping[str, Any] = run.get("manifest") or {}
     summary: Mapping[str, Any] = run.get("summary") or {}
     devices = tuple(DeviceInfo.from_dict(g) for g in manifest.get("gpus") or [])
-    edges = tuple(EdgeCounters.from_dict(e["data"]) for e in events if e.get("kind") == EDGE_EVENT)
-    xids = tuple(XidEvent(float(e["t_s"]), int(e["gpu_index"] if e.get("gpu_index") is not None else -1),
-                          int(e["data"]["xid"])) for e in events if e.get("kind") == XID_EVENT)
+    edges = tuple(_readable(run, events, EDGE_EVENT, lambda e: EdgeCounters.from_dict(e["data"])))
+    xids = tuple(_readable(run, events, XID_EVENT, _xid))
     stats = summary.get("sampler") or {}
     interval = (run.get("config") or {}).get("interval_s") or summary.get("interval_s") or 0.1
     return Trace(
@@ -60,6 +62,28 @@ def trace_from_run(export: Mapping[str, Any]) -> Trace:
         stats=SamplerStats(**{k: v for k, v in stats.items() if k in SamplerStats.__dataclass_fields__}),
         meta=_meta(run, summary, edges),
     )
+
+
+def _xid(e: Mapping[str, Any]) -> XidEvent:
+    return XidEvent(float(e["t_s"]), int(e["gpu_index"] if e.get("gpu_index") is not None else -1),
+                    int(e["data"]["xid"]))
+
+
+def _readable(run: Mapping[str, Any], events: list[Mapping[str, Any]], kind: str,
+              read: Callable[[Mapping[str, Any]], T]) -> list[T]:
+    """``read(e)`` of each event of ``kind``; an event whose data is not in the shape the monitor writes (another
+    writer's event of that kind, or a damaged row) is left out with a :class:`~gpumatch.errors.DataWarning`: one
+    bad event does not stop the export."""
+    out = []
+    for e in events:
+        if e.get("kind") != kind:
+            continue
+        try:
+            out.append(read(e))
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            warnings.warn(DataWarning(f"run {run.get('run_id')}: {kind} event {e.get('event_id')} is not a "
+                                      f"monitor's ({type(exc).__name__}: {exc}); exported without it"), stacklevel=2)
+    return out
 
 
 def _sample(d: Mapping[str, Any]) -> Sample:

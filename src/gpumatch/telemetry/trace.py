@@ -23,6 +23,7 @@ from typing import Any
 
 from gpumatch.errors import DataFileError, InputError, MissingDependencyError
 from gpumatch.files import open_seekable, open_text, parse_json_object, read_text
+from gpumatch.outfiles import publishing, write_file
 from gpumatch.telemetry.trace_rows import MAX_TRACE_ROWS, RowChecker, samples_from_rows, too_many_rows
 from gpumatch.telemetry.types import (
     INT_FIELDS,
@@ -102,18 +103,19 @@ def sidecar_path(path: Path) -> Path:
 
 
 def write_trace(trace: Trace, path: Path) -> list[Path]:
-    """Write samples to ``path`` (.csv or .parquet) and the sidecar next to it; return both paths."""
+    """Write samples to ``path`` (.csv or .parquet) and the sidecar next to it; return both paths. Each file is
+    written to a temporary and renamed over its name (:mod:`gpumatch.outfiles`): it is whole or absent, and the
+    sidecar goes first, so a trace file that is there has its sidecar (callers refuse existing files beforehand
+    unless told to overwrite)."""
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet"):
         raise InputError(f"unknown trace file type '{path.suffix}'", "use a name ending in .csv or .parquet")
     rows = [s.to_dict() for s in trace.samples]
     side = sidecar_path(path)
     try:
-        if suffix == ".csv":
-            _write_csv(rows, path)
-        else:
-            _write_parquet(rows, path)
-        side.write_text(json.dumps(trace.sidecar(), indent=1) + "\n")
+        write_file(side, json.dumps(trace.sidecar(), indent=1) + "\n", force=True)
+        with publishing(path, force=True) as tmp:  # last: a trace file that is there has its sidecar
+            (_write_csv if suffix == ".csv" else _write_parquet)(rows, tmp)
     except OSError as e:
         where = e.filename or path
         raise InputError(f"cannot write {where}: {e.strerror or e}", "check the folder and its permissions") from e

@@ -408,9 +408,8 @@ def write_json(run: ServeRun, out: Path) -> Path:
 
     if not out.parent.is_dir():
         raise InputError(f"no folder {out.parent}", "create it first")
-    try:
-        with out.open("x", encoding="utf-8") as f:
-            f.write(json.dumps(run.to_json(raw=True), indent=1, default=str) + "\n")
-    except FileExistsError:
-        raise InputError(f"{out} exists", "give another --out") from None
-    return out
+    from gpumatch.outfiles import write_file
+
+    if out.exists():
+        raise InputError(f"{out} exists", "give another --out")
+    return write_file(out, json.dumps(run.to_json(raw=True), indent=1, default=str) + "\n", hint="give another --out")
