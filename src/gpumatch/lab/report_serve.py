@@ -24,21 +24,23 @@ import math
 from pathlib import Path
 from typing import Any
 
+from gpumatch.metric_names import canonical_metric
+
 ALIASES: dict[str, tuple[str, ...]] = {
     "ttft_p50_s": ("ttft_median_s",), "tpot_p50_s": ("tpot_median_s",),
     "output_tokens_per_s": ("output_throughput",), "request_throughput_per_s": ("request_throughput",),
     "mean_concurrent_requests": ("mean_in_flight", "in_flight_mean", "mean_in_flight_requests"),
     "peak_concurrent_requests": ("max_in_flight", "in_flight_max", "max_in_flight_requests",
                                  "max_concurrent_requests"),
-    "energy_per_output_token_j": ("energy_j_per_token",),
-    "energy_net_per_output_token_j": ("energy_net_j_per_token",),
+    "energy_per_output_token_j": ("output_energy_j_per_token", "energy_j_per_token"),
+    "energy_net_per_output_token_j": ("output_energy_net_j_per_token", "energy_net_j_per_token"),
 }
 """Canonical name (:mod:`gpumatch.metric_names`, SI) and the other names a tool or an older gpumatch stored it
 under."""
 
-PREDICTED = {"ttft_mean_s": "ttft_mean_s", "tpot_mean_s": "tpot_mean_s", "output_tokens_per_s": "output_throughput",
-             "request_throughput_per_s": "request_throughput"}
-"""Predicted figure (canonical) and the stored result whose ``extra.predicted`` holds it."""
+PREDICTED = ("ttft_mean_s", "tpot_mean_s", "output_tokens_per_s", "request_throughput_per_s")
+"""Predicted figures: the stored results (canonical names) whose ``extra.predicted`` holds gpumatch's
+prediction."""
 
 DEFAULT_SLO = {"ttft_p99_s": 0.450, "tpot_p99_s": 0.040}
 DEFAULT_SLO_SOURCE = ("default: the MLPerf Inference v5.0 interactive LLM limits (p99 TTFT 450 ms, p99 TPOT "
@@ -61,11 +63,11 @@ def level_value(values: dict[str, Any], name: str) -> float | None:
 
 
 def is_serve_run(data: dict[str, Any]) -> bool:
-    """A serve run: kind ``serve``, or results that all belong to the ``serve`` case (an imported file)."""
-    if data["run"].get("kind") == "serve":
-        return True
-    results = data.get("results") or []
-    return bool(results) and all((r.get("config") or {}).get("case") == "serve" for r in results)
+    """A serving run, by the one rule of :func:`gpumatch.lab.loadgen.stored.is_serving` (kind ``serve``, or an
+    older store's ``bench`` run whose every result is a serving level)."""
+    from gpumatch.lab.loadgen.stored import is_serving
+
+    return is_serving(data["run"], data.get("results") or [])
 
 
 def _number(v: Any) -> float | None:
@@ -121,10 +123,11 @@ def group_levels(results: list[dict[str, Any]], events: list[dict[str, Any]]) ->
         if cfg.get("error_class"):
             continue
         lv = by.setdefault(_level_key(cfg), {"config": cfg, "values": {}, "predicted": {}})
-        lv["values"][r["metric"]] = r["measured"]
+        name = canonical_metric(r["metric"])  # older stores' names read under the canonical ones
+        lv["values"][name] = r["measured"]
         predicted = r.get("predicted", (r.get("extra") or {}).get("predicted"))
         if predicted is not None:
-            lv["predicted"][r["metric"]] = predicted
+            lv["predicted"][name] = predicted
     for e in events:
         lv = by.setdefault(f"level {e.get('level')}", {"config": e, "values": {}, "predicted": {}})
         for k, v in _event_values(e).items():
@@ -149,7 +152,7 @@ def level_row(raw: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any]:
                  "mean_concurrent_requests", "peak_concurrent_requests", "energy_per_output_token_j",
                  "energy_net_per_output_token_j", "power_w_mean"):
         row[name] = level_value(v, name)
-    predicted = {k: level_value(raw["predicted"], src) for k, src in PREDICTED.items()}
+    predicted = {k: level_value(raw["predicted"], k) for k in PREDICTED}
     row["predicted"] = {k: x for k, x in predicted.items() if x is not None}
     row["error_pct"] = {k: _err_pct(x, row[k]) for k, x in row["predicted"].items()}
     row["meets_slo"] = meets(row, slo)

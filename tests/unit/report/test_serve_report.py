@@ -51,7 +51,7 @@ def test_levels_carry_measurement_prediction_energy_and_the_slo(store: Path) -> 
         assert lv["energy_per_output_token_j"] > lv["energy_net_per_output_token_j"] > 0
         assert set(lv["predicted"]) == {"ttft_mean_s", "tpot_mean_s", "output_tokens_per_s",
                                         "request_throughput_per_s"}
-        row = next(r for r in stored if r["metric"] == "output_throughput" and r["config"]["label"] == lv["label"])
+        row = next(r for r in stored if r["metric"] == "output_tokens_per_s" and r["config"]["label"] == lv["label"])
         assert lv["predicted"]["output_tokens_per_s"] == row["extra"]["predicted"]
         want = (row["extra"]["predicted"] - row["value"]) / row["value"] * 100
         assert lv["error_pct"]["output_tokens_per_s"] == pytest.approx(want)

@@ -241,12 +241,12 @@ def test_imported_levels_beside_a_gpumatch_serve_run(tmp_path: Path, capsys: pyt
     assert row["a"] == 0.040 and row["b"] == pytest.approx(want_c8) and row["b_over_a"] == pytest.approx(want_c8 / 0.04)
     assert ("ttft_p50_s", "serve ttft_p50_s max_concurrency=1") in paired
     assert not [k for k in paired if "request_rate" in k[1]]  # nothing imported at 4 req/s
+    # the report gives serving runs their own section, level by level, one column of levels per run
     code, out, _ = _run(capsys, "report", "--run", "1", "--run", "2", "--store", store, "--format", "json")
     assert code == 0
-    rows = json.loads(out)["side_by_side"]["rows"]
-    (ttft,) = [r for r in rows if r["key"] == "serve ttft_p50_s max_concurrency=8"]
-    assert [c["value"] for c in ttft["cells"]] == [0.040, pytest.approx(want_c8)]
-    assert ttft["quantity"] == "TTFT p50" and ttft["case"] == "serve c=8"
+    runs = {r["run_id"]: r for r in json.loads(out)["serving"]["runs"]}
+    c8 = {rid: next(lv for lv in r["levels"] if lv["label"] == "c=8") for rid, r in runs.items()}
+    assert c8[1]["ttft_p50_s"] == 0.040 and c8[2]["ttft_p50_s"] == pytest.approx(want_c8)
 
 
 def _first_vllm_level() -> dict[str, Any]:
