@@ -49,7 +49,7 @@ def publishing(path: Path, *, force: bool = False, hint: str = "choose another o
     _unlink(tmp)
     try:
         yield tmp
-        _fsync_file(tmp)
+        _fsync(tmp)
         _publish(tmp, path, force, hint)
         _fsync_dir(path.parent)
     except OSError as e:
@@ -125,7 +125,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _fsync_file(path: Path) -> None:
+def _fsync(path: Path) -> None:
+    """Flush ``path`` (a file, or a folder: its entries) to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -135,11 +136,7 @@ def _fsync_file(path: Path) -> None:
 
 def _fsync_dir(folder: Path) -> None:
     with contextlib.suppress(OSError):  # not every filesystem lets a folder be opened or fsynced
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(folder)
 
 
 def _unlink(path: Path) -> None:
