@@ -17,7 +17,13 @@ Scheduler per engine profile (``data/engines.toml``):
 - ``alternate`` (SGLang): a pass is either a prefill pass (prompt chunks up to the budget; decodes wait) when a
   prompt waits and can be admitted, or a decode pass of every running request;
 - KV admission ``on-demand`` (vLLM, SGLang): blocks are taken as tokens are computed; when a decode finds no
-  room the newest running request is preempted and recomputed later (vLLM V1's ``RECOMPUTE``); ``reserve``
+  room the newest running request is preempted and recomputed later (vLLM V1's ``RECOMPUTE``). With the prefix
+  cache on (both engines' default) the preempted request's blocks are freed into the cache, not wiped: vLLM V1
+  frees a request's blocks tail first into an LRU free queue, so later allocations evict the blocks freed before
+  it, then its tail, and at re-admission the prefix still cached is a hit (vLLM's V1 design page "Automatic Prefix
+  Caching", docs.vllm.ai/en/latest/design/prefix_caching/; SGLang's radix cache alike). The replay keeps that
+  order by counts: a request preempted when ``F`` tokens were free loses ``max(0, A - F)`` of its cached tokens
+  after ``A`` tokens are allocated, and recomputes only those; ``reserve``
   (TensorRT-LLM ``GUARANTEED_NO_EVICT``): a request is admitted only when its prompt + output fit.
 
 Pass time: ``D(B, ctx) + Σ [M(s + t) − M(s)] + host(seqs)``: ``D`` the decode step of the ``B`` decoding
@@ -90,6 +96,10 @@ class Scheduler:
     """True: admit only when prompt + output fit (no preemption); False: on-demand blocks, preempt on overflow."""
     host_pass_s: float
     host_seq_s: float
+    prefix_cache: bool = False
+    """True: a preempted request's blocks stay in the engine's prefix cache, evicted oldest-freed first, so its
+    re-admission recomputes only what other allocations took since (vLLM V1 and SGLang: prefix caching on by
+    default, module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -233,6 +243,12 @@ class _Loop:
         self.kv = np.zeros(self.n, dtype=np.int64)
         self.made = np.zeros(self.n, dtype=np.int64)
         self.first = np.full(self.n, np.nan)
+        self.cached = np.zeros(self.n, dtype=np.int64)
+        """Tokens a preempted request left in the prefix cache (0: none, or no prefix cache)."""
+        self.free_at_preempt = np.zeros(self.n, dtype=np.int64)
+        self.alloc_at_preempt = np.zeros(self.n, dtype=np.int64)
+        self.allocated = 0
+        """Tokens allocated from the free pool since the start (each decode token, each prompt chunk token)."""
         self.t = 0.0
         self.sent = 0
         self.waiting: deque[int] = deque()
@@ -305,7 +321,12 @@ class _Loop:
         return decoders
 
     def _preempt(self, i: int) -> None:
-        """Return request ``i`` (already out of the running requests) to the head of the queue, its KV freed."""
+        """Return request ``i`` (already out of the running requests) to the head of the queue, its KV freed (into
+        the prefix cache when the engine keeps one)."""
+        if self.s.prefix_cache:
+            self.cached[i] = self.kv[i]
+            self.free_at_preempt[i] = int(self.s.kv_tokens - self.kv_used)
+            self.alloc_at_preempt[i] = self.allocated
         self.kv_used -= int(self.kv[i])
         self.reserved -= int(self.prompts[i] + self.outs[i])
         self.kv[i] = 0
@@ -329,10 +350,26 @@ class _Loop:
             i = self.waiting.popleft()
             self.run = np.append(self.run, i)
             self.reserved += int(self.prompts[i] + self.outs[i])
+            hit = min(self._cache_hit(i), max(int(free), 0))
+            if hit:  # the cached prefix comes back without computing it; the last token is always recomputed
+                self.todo[i] -= hit
+                self.kv[i] += hit
+                self.kv_used += hit
+                free -= hit
             t = int(min(self.todo[i], left, free))
             out.append((i, t))
             left, free = left - t, free - t
         return out
+
+    def _cache_hit(self, i: int) -> int:
+        """Tokens of a re-admitted request still in the prefix cache (module docstring): its cached tokens less
+        those the allocations since its preemption evicted, at most all but the last token to compute."""
+        if not self.cached[i]:
+            return 0
+        evicted = max(0, self.allocated - int(self.alloc_at_preempt[i]) - int(self.free_at_preempt[i]))
+        hit = min(max(0, int(self.cached[i]) - evicted), int(self.todo[i]) - 1)
+        self.cached[i] = 0
+        return max(hit, 0)
 
     def _pass(self, decoders: np.ndarray, chunks: list[tuple[int, int]], steps: int) -> None:
         """Run ``steps`` identical passes (``steps`` > 1 only without prompt chunks) and record what ends."""
@@ -354,6 +391,7 @@ class _Loop:
         self.made[decoders] += steps
         self.kv[decoders] += steps
         self.kv_used += b * steps
+        self.allocated += b * steps + sum(t for _, t in chunks)
         for i, t in chunks:
             self.prefill_tokens += t
             self.todo[i] -= t

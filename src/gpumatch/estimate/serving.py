@@ -80,6 +80,7 @@ class EngineProfile(_Strict):
     kv_admission: Literal["on-demand", "reserve"]
     host_pass_s: float = Field(ge=0, le=1)
     host_seq_s: float = Field(ge=0, le=1)
+    prefix_cache: bool
     tiers: tuple[Tier, ...] = Field(min_length=1)
     sources: tuple[Source, ...] = Field(min_length=1)
 
@@ -431,7 +432,8 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
         schedule=profile.schedule, token_budget=float(tier.token_budget),
         max_seqs=float(tier.max_seqs) if tier.max_seqs else math.inf,
         kv_tokens=math.floor(sv.kv_pool_bytes / per_token) if per_token > 0 else math.inf,
-        reserve=profile.kv_admission == "reserve", host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s)
+        reserve=profile.kv_admission == "reserve", host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s,
+        prefix_cache=profile.prefix_cache)
     k = replay.costs(m, c, cal, replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0)
     try:
         r = replay.run(k, sched, clients, bench, prompt, float(c.gen))

@@ -26,9 +26,9 @@ def flat_costs(max_batch: int = 256) -> _Costs:
 
 
 def sched(schedule: str = "mixed", budget: float = 2048, kv: float = 1e9, reserve: bool = False,
-          max_seqs: float = math.inf) -> Scheduler:
+          max_seqs: float = math.inf, prefix_cache: bool = False) -> Scheduler:
     return Scheduler(schedule=schedule, token_budget=budget, max_seqs=max_seqs, kv_tokens=kv, reserve=reserve,
-                     host_pass_s=0.0, host_seq_s=0.0)
+                     host_pass_s=0.0, host_seq_s=0.0, prefix_cache=prefix_cache)
 
 
 def test_first_burst_queues_behind_the_token_budget() -> None:
@@ -69,6 +69,21 @@ def test_on_demand_kv_preempts_and_reserve_admits_fewer() -> None:
     assert demand.mean_running > reserve.mean_running
     with pytest.raises(Stalled):
         run(flat_costs(), sched(kv=1500), 1, Benchmark(2), 1000, 1000)
+
+
+def test_a_prefix_cache_spares_the_recompute_of_preempted_requests() -> None:
+    # the same overloaded pool as above: with the engine's prefix cache (vLLM V1, SGLang) a preempted request
+    # finds the part of its KV that later allocations have not evicted, so fewer prompt tokens are computed and
+    # the benchmark ends sooner; never fewer than the prompts themselves
+    wiped = run(flat_costs(), sched(kv=8000), 16, Benchmark(64), 1000, 1000)
+    cached = run(flat_costs(), sched(kv=8000, prefix_cache=True), 16, Benchmark(64), 1000, 1000)
+    assert wiped.preemptions > 0 and cached.preemptions > 0
+    computed = (cached.prefill_tokens_per_pass * cached.passes, wiped.prefill_tokens_per_pass * wiped.passes)
+    assert 64 * 1000 <= computed[0] < computed[1]
+    assert cached.duration_s < wiped.duration_s and cached.ttft_s < wiped.ttft_s
+    # a pool that never overflows preempts nothing: the cache changes nothing
+    roomy = [run(flat_costs(), sched(prefix_cache=p), 8, Benchmark(32), 1000, 100) for p in (False, True)]
+    assert roomy[0] == roomy[1]
 
 
 def test_lengths_are_seeded_and_in_range() -> None:
