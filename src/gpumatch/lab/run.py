@@ -298,7 +298,8 @@ def _idle(rec: Recording, tele: CaseTelemetry) -> None:
 def _derived(rec: Recording, stored: Sequence[dict[str, Any]], tele: CaseTelemetry) -> None:
     """Results computed from this run's stored rows (raw first: recomputable from them and the samples):
     ``decode_mbu`` (:data:`MBU_FORMULA`) and, where telemetry saw the row's power, the energy per token
-    ``*_energy_j_per_token`` (gross) and ``*_energy_net_j_per_token`` (idle-subtracted), :data:`ENERGY_FORMULA`."""
+    ``*_energy_j_per_token`` (gross) and ``*_energy_net_j_per_token`` (idle-subtracted), :data:`ENERGY_FORMULA`,
+    and per step (``*_energy_j_per_step``, ``*_energy_net_j_per_step``: mean power × step time, J)."""
     copies = [r["value"] for r in stored if r["metric"] == "copy_bytes_per_s"]
     best = max(copies) if copies else None
     for r in stored:
@@ -314,11 +315,14 @@ def _derived(rec: Recording, stored: Sequence[dict[str, Any]], tele: CaseTelemet
         name = r["metric"].removesuffix("_step_s").removesuffix("_s")
         common = {"formula": ENERGY_FORMULA, "power_w_mean": power, "n_samples": n, "power_basis": basis,
                   "idle_power_w": tele.idle_power_w}
-        rec.add_result(f"{name}_energy_j_per_token", power * r["value"] / tokens, "J/token", config=r["config"],
-                       extra={**common, "basis": "gross"})
-        if tele.idle_power_w is not None:
-            rec.add_result(f"{name}_energy_net_j_per_token", (power - tele.idle_power_w) * r["value"] / tokens,
-                           "J/token", config=r["config"], extra={**common, "basis": "idle-subtracted"})
+        net = None if tele.idle_power_w is None else power - tele.idle_power_w
+        for suffix, watts, basis in (("", power, "gross"), ("_net", net, "idle-subtracted")):
+            if watts is None:
+                continue
+            rec.add_result(f"{name}_energy{suffix}_j_per_token", watts * r["value"] / tokens, "J/token",
+                           config=r["config"], extra={**common, "basis": basis})
+            rec.add_result(f"{name}_energy{suffix}_j_per_step", watts * r["value"], "J/step",
+                           config=r["config"], extra={**common, "basis": basis})
 
 
 def _row_power(r: dict[str, Any], tele: CaseTelemetry) -> tuple[float | None, int, str]:

@@ -183,6 +183,9 @@ def test_telemetry_is_joined_to_each_case(tmp_path: Path) -> None:
     step = next(r for r in st_results(store) if r.metric == "decode_step_s").value
     assert len(net) == 1 and net[0].extra["basis"] == "idle-subtracted"
     assert net[0].value == pytest.approx((p_row - p_idle) * step / 1)
+    per_step = {r.metric: r for r in st_results(store) if r.metric.endswith("_j_per_step")}
+    assert per_step["decode_energy_j_per_step"].value == pytest.approx(p_row * step)  # one token per step at b1
+    assert per_step["decode_energy_net_j_per_step"].value == pytest.approx((p_row - p_idle) * step)
 
 
 def st_results(store: Path) -> list[Any]:
