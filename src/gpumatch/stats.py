@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
-METHOD = "linear"
+METHOD: Final = "linear"
 """The :func:`numpy.percentile` method every percentile uses (numpy's default, type 7)."""
 
 REPORTED_QUANTILES = (50.0, 90.0, 99.0)
