@@ -28,8 +28,9 @@ from typing import Any
 import torch
 
 from gpumatch.bench.gemm import Unsupported, gemm, pinned_copy
-from gpumatch.bench.stats import percentiles, thermal_steady
+from gpumatch.bench.stats import thermal_steady
 from gpumatch.bench.work import prefill_flops, train_flops
+from gpumatch.stats import median, reported_percentiles
 
 Outcome = dict[str, Any]
 
@@ -38,7 +39,7 @@ def _result(metric: str, value: float, unit: str, config: dict[str, Any],
             timing: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     ext = dict(extra)
     if timing is not None:
-        ext.update(percentiles(timing["raw_s"]))
+        ext.update(reported_percentiles(timing["raw_s"]))
         ext["raw_s"] = timing["raw_s"]
     return {"metric": metric, "value": float(value), "unit": unit, "config": config, "extra": ext}
 
@@ -246,9 +247,9 @@ def _soak(p: dict[str, Any], dev: torch.device) -> Outcome:
              "steady_detected": bool(times) and thermal_steady(times, temps)}
     out = [_result("soak_warmup_s", warmup_s or 0.0, "s", cfg, **extra)]
     if steady:
-        row = _result("soak_flops_per_s", sorted(steady)[len(steady) // 2], "flop/s", cfg,
+        row = _result("soak_flops_per_s", median(steady), "flop/s", cfg,
                       raw_flops_per_s=steady, first_flops_per_s=warm[0] if warm else None)
-        row["extra"].update(percentiles(steady, "_flops_per_s"))
+        row["extra"].update(reported_percentiles(steady, "_flops_per_s"))
         out.append(row)
     return {"results": out}
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from gpumatch.bench.stats import percentiles
 from gpumatch.bench.timing import time_fn
+from gpumatch.stats import reported_percentiles
 from gpumatch.units import MIB
 
 PRECISIONS = ("bf16", "fp16", "tf32", "fp32", "fp8")
@@ -79,7 +79,7 @@ def gemm(m: int, n: int, k: int, precision: str, device: torch.device, iters: in
         torch.backends.cuda.matmul.allow_tf32 = old
     flops = 2.0 * m * n * k
     return {"flops": flops, "flops_per_s": flops / timing["median_s"], "timing": timing, "input_sets": sets,
-            **percentiles(timing["raw_s"])}
+            **reported_percentiles(timing["raw_s"])}
 
 
 def pinned_copy(size_bytes: int, device: torch.device, iters: int = 30) -> dict[str, Any]:

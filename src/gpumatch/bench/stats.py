@@ -1,20 +1,12 @@
-"""Summaries of repeated timings (no torch): median and p10/p90 by linear interpolation (numpy's default)."""
+"""Summaries of repeated timings (no torch): median and p10/p90 through :mod:`gpumatch.stats` (numpy's linear
+percentile); the percentiles a result reports are :func:`gpumatch.stats.reported_percentiles`."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) with linear interpolation between closest ranks (numpy 'linear')."""
-    if not values:
-        raise ValueError("no values")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+from gpumatch.stats import percentile
 
 
 def summarize(times_s: Sequence[float]) -> dict[str, Any]:
@@ -30,21 +22,6 @@ def summarize(times_s: Sequence[float]) -> dict[str, Any]:
         "n": len(raw),
         "raw_s": raw,
     }
-
-
-MIN_SAMPLES = {"p50": 1, "p90": 10, "p99": 100}
-"""The fewest samples a percentile is reported from (p99 from fewer than 100 samples is the largest or the
-second largest sample, not a 99th percentile; benchmark-method.md section 4.9)."""
-
-
-def percentiles(values: Sequence[float], suffix: str = "_s") -> dict[str, Any]:
-    """``n`` and the percentiles that ``n`` supports (:data:`MIN_SAMPLES`), keyed ``p50<suffix>`` ..."""
-    raw = [float(v) for v in values]
-    out: dict[str, Any] = {"n": len(raw)}
-    for name, need in MIN_SAMPLES.items():
-        if raw and len(raw) >= need:
-            out[f"{name}{suffix}"] = percentile(raw, float(name[1:]))
-    return out
 
 
 def slope_per_min(times_s: Sequence[float], values: Sequence[float]) -> float | None:

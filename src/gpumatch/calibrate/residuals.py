@@ -26,6 +26,7 @@ from gpumatch.calibrate.cases import GPU, MeasuredCase, arch_of, load_cases
 from gpumatch.catalog import get_gpu
 from gpumatch.estimate import Calibration, Estimate, estimate
 from gpumatch.estimate.intervals import Residuals, Where, figure_bands, parse_residuals
+from gpumatch.stats import percentile
 
 KIND_OF_CASE = {"decode": "decode", "prefill": "prefill", "train-time": "train-step", "train-step": "train-step",
                 "train-memory": "memory"}
@@ -83,12 +84,10 @@ def residuals(cases: Iterable[MeasuredCase]) -> list[Residual]:
 
 
 def quantile(values: Sequence[float], q: float) -> float:
-    """Empirical quantile with linear interpolation between order statistics (numpy's default, type 7)."""
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q
-    i = math.floor(pos)
-    j = min(i + 1, len(xs) - 1)
-    return xs[i] + (xs[j] - xs[i]) * (pos - i)
+    """Empirical quantile, ``q`` in 0..1: :func:`gpumatch.stats.percentile` at ``100 q`` (linear interpolation
+    between order statistics, numpy's default, type 7). No minimum-sample rule: the table keeps ``n`` beside
+    it, and :mod:`gpumatch.estimate.intervals` widens a small ``n``'s interval."""
+    return percentile(values, 100.0 * q)
 
 
 def _kind_row(kind: str, rs: list[Residual]) -> dict[str, Any]:

@@ -161,7 +161,7 @@ def level_row(raw: dict[str, Any], slo: dict[str, Any]) -> dict[str, Any]:
 
 def meets(row: dict[str, Any], slo: dict[str, Any]) -> bool | None:
     """True when every SLO threshold given holds at p99 and no request failed; None when a p99 it needs is
-    missing (fewer than 100 requests: :func:`gpumatch.lab.loadgen.metrics.min_samples`)."""
+    missing (fewer than 100 requests: :func:`gpumatch.stats.min_samples`)."""
     checks = []
     for key in ("ttft_p99_s", "tpot_p99_s"):
         if slo.get(key) is None:

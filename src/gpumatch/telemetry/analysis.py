@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpumatch import stats
 from gpumatch.telemetry.trace import Trace
 from gpumatch.telemetry.types import REASON_GPU_IDLE, REASON_NAMES, DeviceInfo, EdgeCounters, Sample
 
@@ -152,14 +153,10 @@ def mean(xs: Sequence[float]) -> float | None:
 
 
 def percentile(xs: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default 'linear' method), q in [0, 100]."""
-    if not xs:
-        return None
-    s = sorted(xs)
-    pos = (len(s) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    """The ``q``-th percentile (0..100) of telemetry samples, :func:`gpumatch.stats.percentile` (numpy's linear
+    method); None without samples. A descriptive figure of a time series (p95 power, p5 clock, a median), so
+    no minimum-sample rule: that rule is for reported latency and timing percentiles."""
+    return stats.percentile(xs, q) if xs else None
 
 
 def bitmask_duty(samples: Sequence[Sample]) -> dict[str, float]:

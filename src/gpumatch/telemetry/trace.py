@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpumatch import stats
 from gpumatch.errors import DataFileError, InputError, MissingDependencyError
 from gpumatch.files import open_seekable, open_text, parse_json_object, read_text
 from gpumatch.outfiles import publishing, write_file
@@ -286,6 +287,8 @@ def _assemble_checked(samples: tuple[Sample, ...], side: dict[str, Any]) -> Trac
 
 
 def _median_step(samples: tuple[Sample, ...]) -> float:
+    """The sampling interval (s) of a trace that does not state it: the median step between distinct sample
+    times (:func:`gpumatch.stats.median`); 0.1 s with fewer than two times."""
     ts = sorted({s.t_s for s in samples})
-    steps = sorted(b - a for a, b in itertools.pairwise(ts))
-    return steps[len(steps) // 2] if steps else 0.1
+    steps = [b - a for a, b in itertools.pairwise(ts)]
+    return stats.median(steps) if steps else 0.1

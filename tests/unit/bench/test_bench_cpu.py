@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from gpumatch.bench.shapes import LLAMA_3_2_1B, LLAMA_3_2_3B, LLAMA_3_8B, LlamaShape, tiny_shape
-from gpumatch.bench.stats import percentile, summarize
+from gpumatch.bench.stats import summarize
+from gpumatch.stats import percentile
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from gpumatch.bench.stats import percentiles, thermal_steady
+from gpumatch.bench.stats import thermal_steady
 from gpumatch.lab.child import classify
 from gpumatch.lab.suites import SuiteSpec, build_cases
+from gpumatch.stats import reported_percentiles as percentiles
 
 
 def test_percentiles_only_with_enough_samples() -> None:

@@ -17,7 +17,6 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from gpumatch.lab.loadgen import metrics
 from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
 from gpumatch.lab.loadgen.client import Target, target_url
 from gpumatch.lab.loadgen.loopback import Loopback, LoopbackConfig
@@ -108,12 +107,6 @@ def test_percentiles_recomputed_from_stored_raw_records(loopback: str, tmp_path:
     assert lv["mean_tpot_ms"] == pytest.approx(float(np.mean(tpot)))
     assert lv["request_throughput"] == pytest.approx(120 / max(r.end_s for r in recs))
     assert lv["request_goodput"] == pytest.approx(sum(t <= 500 for t in ttft) / max(r.end_s for r in recs))
-
-
-def test_min_samples_rule() -> None:
-    assert [metrics.min_samples(q) for q in (50, 90, 99)] == [2, 10, 100]
-    assert metrics.percentile(list(range(99)), 99) is None
-    assert metrics.percentile(list(range(100)), 99) == pytest.approx(np.percentile(range(100), 99))
 
 
 def test_multi_token_chunks_keep_tpot_per_token(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from gpumatch.errors import InputError
 from gpumatch.metric_names import SERVING_LABELS
+from gpumatch.stats import METHOD, min_samples
 
 _STAT = re.compile(r"^(ttft|tpot|itl|e2e)_(mean|p\d+(?:_\d+)?)_s$")
 RESAMPLES = 2000
@@ -115,13 +116,13 @@ def statistic_of(metric: str) -> tuple[str, float] | None:
 def enough_samples(n: int, metric: str) -> bool:
     """Enough samples for an interval of ``metric``'s statistic: at least
     :data:`gpumatch.lab.results.MIN_BOOTSTRAP_SAMPLES`, and for the q-th percentile at least ``1 / (1 - q/100)``
-    (the rule ``bench serve`` reports percentiles by: p99 needs 100 samples)."""
+    (:func:`gpumatch.stats.min_samples`, the rule ``bench serve`` reports percentiles by: p99 needs 100 samples)."""
     from gpumatch.lab.results import MIN_BOOTSTRAP_SAMPLES
 
     stat = statistic_of(metric)
     if stat is None or n < MIN_BOOTSTRAP_SAMPLES:
         return False
-    return stat[0] == "mean" or n >= math.ceil(1.0 / (1.0 - stat[1] / 100.0) - 1e-9)
+    return stat[0] == "mean" or n >= min_samples(stat[1])
 
 
 def ratio_interval(raw_a: list[float] | None, raw_b: list[float] | None, metric: str,
@@ -142,7 +143,7 @@ def ratio_interval(raw_a: list[float] | None, raw_b: list[float] | None, metric:
     kind, q = stat
 
     def value(x: Any, axis: int) -> Any:
-        return np.mean(x, axis=axis) if kind == "mean" else np.percentile(x, q, axis=axis)
+        return np.mean(x, axis=axis) if kind == "mean" else np.percentile(x, q, axis=axis, method=METHOD)
 
     def ratio(x: Any, y: Any, axis: int = -1) -> Any:
         return value(y, axis) / value(x, axis)

@@ -31,9 +31,10 @@ names ``vllm bench serve --save-result`` writes (vllm ``vllm/benchmarks/serve.py
 ``median_tpot_ms``, ``p99_itl_ms``, ``std_e2el_ms``, ``request_throughput``, ``output_throughput``,
 ``request_goodput``, ``completed``, ``failed``, ``total_input_tokens``, ``total_output_tokens``, ``duration``).
 
-Percentiles use numpy's default (linear) interpolation, as vLLM does, but only where the sample supports them:
-``p_q`` needs n ≥ 1 / (1 − q/100) samples (p50: 2, p90: 10, p99: 100); below that the key is ``None`` and the
-summary's ``n_<metric>`` says how many there were.
+Percentiles are :func:`gpumatch.stats.reported_percentile`: numpy's default (linear) interpolation, as vLLM
+does, but only where the sample supports them (:func:`gpumatch.stats.min_samples`: ``p_q`` needs
+n ≥ 1 / (1 − q/100) samples, p50: 2, p90: 10, p99: 100); below that the key is ``None`` and the summary's
+``n_<metric>`` says how many there were.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ from typing import Any
 
 import numpy as np
 
-PERCENTILES = (50.0, 90.0, 99.0)
+from gpumatch.stats import REPORTED_QUANTILES, percentile_name, reported_percentile
+
+PERCENTILES = REPORTED_QUANTILES
 METRICS = ("ttft", "tpot", "itl", "e2el")
 """The latency metrics summarised with mean, median, std and percentiles, as vLLM names them."""
 
@@ -160,22 +163,6 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else v * 1000.0
 
 
-def min_samples(q: float) -> int:
-    """Samples a ``q``-th percentile needs: ceil(1 / (1 − q/100)) (p50: 2, p90: 10, p99: 100)."""
-    return math.ceil(round(1.0 / (1.0 - q / 100.0), 9))
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """numpy's linear percentile, or None when there are fewer than :func:`min_samples` values."""
-    if len(values) < min_samples(q):
-        return None
-    return float(np.percentile(np.asarray(values, dtype=float), q))
-
-
-def _pname(q: float) -> str:
-    return f"p{q:g}".replace(".", "_")
-
-
 def describe(name: str, values_s: Sequence[float]) -> dict[str, Any]:
     """``mean_<name>_ms``, ``median_<name>_ms``, ``std_<name>_ms``, ``p50/p90/p99_<name>_ms`` (None where n is
     too small; mean and std need 1 sample) and ``n_<name>``; milliseconds as vLLM writes them."""
@@ -183,10 +170,10 @@ def describe(name: str, values_s: Sequence[float]) -> dict[str, Any]:
     n = len(v)
     out: dict[str, Any] = {f"n_{name}": n,
                            f"mean_{name}_ms": float(v.mean()) if n else None,
-                           f"median_{name}_ms": percentile(v.tolist(), 50.0),
+                           f"median_{name}_ms": reported_percentile(v.tolist(), 50.0),
                            f"std_{name}_ms": float(v.std()) if n else None}
     for q in PERCENTILES:
-        out[f"{_pname(q)}_{name}_ms"] = percentile(v.tolist(), q)
+        out[f"{percentile_name(q)}_{name}_ms"] = reported_percentile(v.tolist(), q)
     return out
 
 

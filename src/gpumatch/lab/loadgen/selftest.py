@@ -32,6 +32,7 @@ from gpumatch.lab.loadgen.loopback import MODEL, Loopback, LoopbackConfig
 from gpumatch.lab.loadgen.metrics import RequestRecord, samples
 from gpumatch.lab.loadgen.runner import Level, run_level
 from gpumatch.lab.loadgen.workload import RequestSpec
+from gpumatch.stats import reported_percentile
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,13 @@ class ClientCheck:
 
 
 def lag_statistic(records: Sequence[RequestRecord]) -> float | None:
-    """p99 of client_lag in seconds (the maximum when fewer than 100 requests were sent)."""
-    lags = sorted(samples(records, "client_lag"))
+    """p99 of client_lag in seconds (:func:`gpumatch.stats.reported_percentile`; the maximum when fewer than
+    :func:`gpumatch.stats.min_samples` ``(99)`` = 100 requests were sent)."""
+    lags = samples(records, "client_lag")
     if not lags:
         return None
-    if len(lags) < 100:
-        return lags[-1]
-    import numpy as np
-
-    return float(np.percentile(lags, 99))
+    p99 = reported_percentile(lags, 99.0)
+    return max(lags) if p99 is None else p99
 
 
 def lag_reason(records: Sequence[RequestRecord], limits: Limits) -> str:
