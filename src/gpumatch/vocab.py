@@ -22,8 +22,8 @@ TRAINING_TASKS: tuple[Task, ...] = ("train", "finetune", "lora", "qlora")
 FULL_TRAINING_TASKS: tuple[Task, ...] = ("train", "finetune")
 #: Training tasks that train low-rank adapters on a frozen base.
 ADAPTER_TASKS: tuple[Task, ...] = ("lora", "qlora")
-#: The tasks the estimator models (``dev`` is estimated as ``infer``).
-ESTIMATOR_TASKS: tuple[Task, ...] = ("infer", "serve", "train", "finetune", "lora", "qlora")
+#: The tasks the estimator models: all but ``dev`` (estimated as ``infer``), in the order of :data:`TASKS`.
+ESTIMATOR_TASKS: tuple[Task, ...] = tuple(t for t in TASKS if t != "dev")
 
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "fp4", "mxfp4", "nvfp4"]
 #: Stored weight formats (and training precisions). int4 = group-wise GPTQ/AWQ; nf4 = QLoRA's NormalFloat4;

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpumatch.bench.decode import free
+from gpumatch.bench.dtypes import autocast_dtype
 from gpumatch.bench.kernelpath import fp8_available
 from gpumatch.bench.llama import Block, Llama, build_model, rope_tables
 from gpumatch.bench.shapes import LlamaShape
@@ -235,7 +236,7 @@ def _train(s: LlamaShape, row: dict[str, Any], src: MarkovSource, precision: str
         row["fp8_linears"] = to_fp8(model)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0,
                             foreach=True)
-    amp_dtype = {"bf16": torch.bfloat16, "fp8": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    amp_dtype = autocast_dtype(precision)
     rope = rope_tables(s, seq, device, amp_dtype or torch.float32)
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     row["tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)

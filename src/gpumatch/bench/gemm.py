@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
+from gpumatch.bench.dtypes import torch_dtype
 from gpumatch.bench.timing import time_fn
 from gpumatch.stats import reported_percentiles
 from gpumatch.units import MIB
 
 PRECISIONS = ("bf16", "fp16", "tf32", "fp32", "fp8")
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}
 _ROTATE_BYTES = 256 * MIB
 
 
@@ -44,13 +44,13 @@ def check_precision(precision: str, device: torch.device) -> None:
 
 
 def _operands(m: int, n: int, k: int, precision: str, device: torch.device) -> tuple[list[Any], list[Any]]:
-    elem = 1 if precision == "fp8" else torch.finfo(_DTYPES[precision]).bits // 8
+    elem = 1 if precision == "fp8" else torch.finfo(torch_dtype(precision)).bits // 8
     sets = max(1, min(16, _ROTATE_BYTES // max((m * k + k * n) * elem, 1)))
     if precision == "fp8":
         a = [torch.randn(m, k, device=device).to(torch.float8_e4m3fn) for _ in range(sets)]
         b = [torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t() for _ in range(sets)]
         return a, b
-    dt = _DTYPES[precision]
+    dt = torch_dtype(precision)
     return ([torch.randn(m, k, device=device, dtype=dt) for _ in range(sets)],
             [torch.randn(k, n, device=device, dtype=dt) for _ in range(sets)])
 

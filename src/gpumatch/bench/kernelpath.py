@@ -43,6 +43,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gpumatch.bench.dtypes import torch_dtype
 from gpumatch.bench.shapes import LlamaShape
 from gpumatch.bench.timing import time_fn
 from gpumatch.units import MIB
@@ -56,7 +57,6 @@ DEFAULT_THRESHOLD = 0.8
 NO_CUDA = "skipped: no CUDA"
 
 _ROTATE_BYTES = 256 * MIB  # rotate input sets past the L2 (as micro.gemm_case does)
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
 
 Timer = Callable[[Callable[[], object], torch.device, dict[str, Any]], dict[str, Any]]
 """``timer(fn, device, info)`` returns :func:`gpumatch.bench.stats.summarize` of seconds per call of ``fn``;
@@ -173,7 +173,7 @@ def _operands(m: int, n: int, k: int, precision: str,
               device: torch.device) -> tuple[Callable[[], object], dict[str, Any]]:
     """The call ``y = x · Wᵀ`` (rotating among input sets) at ``precision`` ('fp8' means _scaled_mm), and the
     layout of its operands."""
-    dt = torch.float8_e4m3fn if precision == "fp8" else _DTYPES[precision]
+    dt = torch.float8_e4m3fn if precision == "fp8" else torch_dtype(precision)
     elem = 1 if precision == "fp8" else torch.finfo(dt).bits // 8
     per_set = (m * k + n * k) * elem
     sets = max(1, min(8, _ROTATE_BYTES // max(per_set, 1)))

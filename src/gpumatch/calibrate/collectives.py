@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpumatch.catalog import catalog_name
 from gpumatch.errors import GpumatchError, InputError
 from gpumatch.estimate import Calibration
 
@@ -256,15 +257,6 @@ class CollectiveSources:
     dates: tuple[str, ...]
 
 
-def _card(name: Any) -> str | None:
-    from gpumatch.catalog import get_gpu
-
-    try:
-        return get_gpu(str(name)).name if name else None
-    except GpumatchError:
-        return None
-
-
 def _scale_source(st: Any, rec: Any) -> tuple[str | None, list[CollectivePoint], bool, str]:
     m = rec.manifest or {}
     if m.get("scale.device") != "cuda":
@@ -272,7 +264,7 @@ def _scale_source(st: Any, rec: Any) -> tuple[str | None, list[CollectivePoint],
     pts = points_of_scale(st.export_run(rec.run_id)["results"], rec.run_id)
     topo = m.get("scale.topology") or {}
     pcie = any(pcie_only(topo, p.n) for p in pts)
-    return _card(m.get("gpu.name")), pts, pcie, str(m.get("gpu.name"))
+    return catalog_name(m.get("gpu.name")), pts, pcie, str(m.get("gpu.name"))
 
 
 def _nccl_source(st: Any, rec: Any) -> tuple[str | None, list[CollectivePoint], bool, str]:
@@ -282,7 +274,7 @@ def _nccl_source(st: Any, rec: Any) -> tuple[str | None, list[CollectivePoint], 
     names = m.get("gpu.names") or []
     ranks = int(cfg.get("ranks") or cfg.get("ngpus") or 0)  # nccl-tests config: devices listed, else -g
     pts = points_of_nccl_tests(st.export_run(rec.run_id)["results"], ranks, rec.run_id) if ranks > 1 else []
-    return _card(names[0] if names else None), pts, False, str(names[0] if names else "")
+    return catalog_name(names[0] if names else None), pts, False, str(names[0] if names else "")
 
 
 def load_collective_points(store: Any, run_ids: Sequence[int] = (), gpu: str | None = None) -> CollectiveSources | None:
@@ -291,7 +283,7 @@ def load_collective_points(store: Any, run_ids: Sequence[int] = (), gpu: str | N
     span card models without ``gpu``."""
     from gpumatch.store import open_existing_store
 
-    want = _card(gpu) if gpu else None
+    want = catalog_name(gpu) if gpu else None
     found: dict[str, list[tuple[int, list[CollectivePoint], bool, str, str]]] = {}
     with open_existing_store(store) as st:
         records = [(r, _scale_source) for r in st.runs("scale", limit=100_000)] + \

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpumatch.calibrate.cases import DECODE_VARIANT, MeasuredCase, train_setup
+from gpumatch.estimate.precision import BYTES_PER_ELEMENT
 
 CLASSES = ("gemm", "copy", "decode", "prefill", "attention", "train-step", "train-memory")
 NOT_MEASURED = ("serving pass",)
@@ -86,14 +87,16 @@ def size_of(cls: str, config: dict[str, Any]) -> float:
     return float(config.get("batch", 1)) * float(config.get("seq", 1))
 
 
-ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
-"""Bytes per input element of each GEMM precision (fp8 writes bf16: docs/bench.md)."""
+GEMM_PRECISIONS = frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "int8"})
+"""Precisions the bench's GEMM reads in their own format; any other is read as 2 bytes (16 bit)."""
 
 
 def gemm_bytes(config: dict[str, Any]) -> float:
-    """Bytes a GEMM must move at least: read A (m×k) and B (k×n), write C (m×n)."""
+    """Bytes a GEMM must move at least: read A (m×k) and B (k×n), write C (m×n); input bytes per element from
+    :data:`gpumatch.estimate.precision.BYTES_PER_ELEMENT`, an 8-bit GEMM writes bf16 (docs/bench.md)."""
     m, n, k = (float(config[x]) for x in ("m", "n", "k"))
-    inp = ELEMENT_BYTES.get(str(config["precision"]), 2)
+    precision = str(config["precision"])
+    inp = BYTES_PER_ELEMENT[precision] if precision in GEMM_PRECISIONS else 2.0
     out = 2 if inp == 1 else inp
     return inp * (m * k + k * n) + out * m * n
 

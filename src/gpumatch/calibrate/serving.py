@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpumatch.errors import GpumatchError, InputError
+from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration
 from gpumatch.estimate.calibration import ServingFit
 
@@ -100,7 +100,7 @@ def _level(run_id: int, config: dict[str, Any], lv: dict[str, Any], date: str) -
 def load_levels(store: Path | None, card: str, run_ids: Sequence[int] = ()) -> list[ServeLevel]:
     """The load levels of the completed serve runs of ``card`` (catalog name) in the store (those of ``run_ids``
     when given; ids of other kinds are ignored here); none when the store has no serve run of the card."""
-    from gpumatch.catalog import get_gpu
+    from gpumatch.catalog import catalog_name
     from gpumatch.store import open_existing_store
 
     out: list[ServeLevel] = []
@@ -109,10 +109,7 @@ def load_levels(store: Path | None, card: str, run_ids: Sequence[int] = ()) -> l
                    and (not run_ids or r.run_id in set(run_ids))]
         for r in sorted(records, key=lambda r: r.run_id):
             name = r.manifest.get("gpu.name") or (r.config or {}).get("gpu")
-            try:
-                if not name or get_gpu(str(name)).name != card:
-                    continue
-            except GpumatchError:
+            if catalog_name(name) != card:
                 continue
             config = dict(r.config or {})
             date = str((config.get("imported") or {}).get("started_at") or r.started_at)

@@ -139,16 +139,6 @@ def residual_counts(cal: Calibration) -> dict[str, int]:
     return {k.kind: k.n for k in cal.residuals.kinds} if cal.residuals else {}
 
 
-def _card_of(gpu_name: str | None) -> str | None:
-    from gpumatch.catalog import get_gpu
-    from gpumatch.errors import GpumatchError
-
-    try:
-        return get_gpu(str(gpu_name)).name if gpu_name else None
-    except GpumatchError:
-        return None
-
-
 def _stored(st: Any, record: Any) -> StoredRun:
     data = st.export_run(record.run_id)
     started = str(((record.config or {}).get("imported") or {}).get("started_at") or record.started_at)
@@ -161,7 +151,7 @@ def load_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None =
     """(catalog card, its runs): the completed CUDA bench runs of the store, those of ``run_ids`` when given (ids
     of serve runs are accepted and left to :func:`gpumatch.calibrate.serving.load_levels`), on the card ``gpu``
     when given. InputError when none is left or they span card models without ``gpu``."""
-    from gpumatch.catalog import get_gpu
+    from gpumatch.catalog import catalog_name, get_gpu
     from gpumatch.store import open_existing_store
 
     want = get_gpu(gpu).name if gpu else None
@@ -174,7 +164,7 @@ def load_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None =
                 raise InputError(f"no completed bench or serve run {missing[0]} in the store",
                                  "'gpumatch bench list' lists them")
             records = [r for r in records if r.run_id in set(run_ids)]
-        by_card = {r.run_id: _card_of(r.manifest.get("gpu.name")) for r in records
+        by_card = {r.run_id: catalog_name(r.manifest.get("gpu.name")) for r in records
                    if r.manifest.get("device.kind") == "cuda"}
         cards = sorted({c for c in by_card.values() if c and (want is None or c == want)})
         if not cards:

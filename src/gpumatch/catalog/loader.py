@@ -256,3 +256,15 @@ def load_catalog(settings: Settings | None = None) -> Catalog:
 def get_gpu(name: str, settings: Settings | None = None) -> GpuSpec:
     """Shortcut: ``load_catalog().get(name)``."""
     return load_catalog(settings).get(name)
+
+
+def catalog_name(device_name: str | None, settings: Settings | None = None) -> str | None:
+    """The catalog name of the card a device reports as ``device_name`` (NVML's or nvidia-smi's name, torch's
+    ``get_device_name``, a stored manifest's ``gpu.name``, or any alias); None when the name is empty or no
+    catalog card answers to it (a measurement on an unknown card is kept, only without a catalog figure)."""
+    if not device_name:
+        return None
+    try:
+        return get_gpu(str(device_name), settings).name
+    except GpumatchError:
+        return None

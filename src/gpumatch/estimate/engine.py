@@ -20,6 +20,8 @@ from gpumatch.estimate.case import Case, ModelNums
 from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.vocab import ESTIMATOR_TASKS, TRAINING_TASKS
 
+#: The estimator's names for vocabulary subsets (defined in gpumatch.vocab): TASKS is the 6 tasks it models
+#: (``vocab.ESTIMATOR_TASKS``: every task but ``dev``, which is estimated as ``infer``), not ``vocab.TASKS``.
 TRAIN_TASKS = TRAINING_TASKS
 INFER_TASKS = tuple(t for t in ESTIMATOR_TASKS if t not in TRAINING_TASKS)
 TASKS = ESTIMATOR_TASKS

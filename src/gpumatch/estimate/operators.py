@@ -23,8 +23,7 @@ from gpumatch.estimate.case import model_nums
 from gpumatch.estimate.options import build_case
 from gpumatch.estimate.roofline import GEMMS_PER_LAYER
 from gpumatch.models.arch import ModelArch
-
-TRAIN_TASKS = ("train", "finetune", "lora", "qlora")
+from gpumatch.vocab import TRAINING_TASKS
 
 
 def operator_points(model: ModelArch | str, gpu: str, *, count: int | None = None,
@@ -38,7 +37,7 @@ def operator_points(model: ModelArch | str, gpu: str, *, count: int | None = Non
     c, _ = build_case(arch, spec, req)
     m = model_nums(arch)
     peak, bw = float(c.peak_flops_per_s), float(spec.memory_bandwidth_bytes_per_s)
-    if req.task in TRAIN_TASKS:
+    if req.task in TRAINING_TASKS:
         phases = [("train step", float(c.batch * c.seq), float(flops.prefill_context(c.seq)))]
     else:
         phases = [("prefill", float(c.batch * c.prompt), float(flops.prefill_context(c.prompt))),

@@ -24,15 +24,13 @@ PREDICTED_METRICS = {"decode_step_s": "tpot_s", "prefill_s": "prefill_s", "train
 
 
 def catalog_gpu(gpu_name: str | None) -> str | None:
-    """The catalog name of the card nvidia-smi calls ``gpu_name`` (None when unknown or absent)."""
-    if not gpu_name:
-        return None
+    """:func:`gpumatch.catalog.catalog_name` of ``gpu_name``, and None on a machine without pydantic (the
+    catalog's loader), where a bench run still records, only without predictions."""
     try:
-        from gpumatch.catalog import get_gpu
-
-        return get_gpu(gpu_name).name
-    except (GpumatchError, ImportError):  # an unknown card; a machine without pydantic (the catalog's loader)
+        from gpumatch.catalog import catalog_name
+    except ImportError:
         return None
+    return catalog_name(gpu_name)
 
 
 def _options(metric: str, config: dict[str, Any]) -> dict[str, Any] | None:

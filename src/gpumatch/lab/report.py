@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import InputError
+from gpumatch.vocab import TRAINING_TASKS
 
 MAX_PICKS = 4
 THROTTLE_BITS = {"power cap": 0x4, "HW slowdown": 0x8 | 0x80, "thermal": 0x20 | 0x40}
@@ -122,7 +123,7 @@ def pick_section(model: str, role: str, role_title: str, entry: dict[str, Any],
     opts = dict(entry["estimate_options"])
     count = int(opts.pop("count", 1))
     spec = get_gpu(entry["gpu"])
-    train = request.get("task") in ("train", "finetune", "lora", "qlora")
+    train = request.get("task") in TRAINING_TASKS
     curve_opts = {k: v for k, v in opts.items() if k not in ("batch", "seq", "prompt", "in_flight")}
     seqs = (512, 1024, 2048, 4096, 8192, 16384, 32768)
     curve = memory_curve(model, spec.name, count=count, batches=(1, 2, 4, 8, 16, 32, 64, 128), seqs=seqs,

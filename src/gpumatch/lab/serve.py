@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpumatch.bench.dtypes import STORAGE_PRECISIONS
 from gpumatch.errors import InputError, MissingDependencyError
 
 LOOPBACK_NAMES = ("localhost",)
@@ -86,8 +87,8 @@ def check_options(o: ServeOptions) -> list[str]:
             raise InputError(f"{name} must be at least 1, not {v}")
     if not 0 <= o.port <= 65535:
         raise InputError(f"--port must be 0-65535, not {o.port}", "0 picks a free port")
-    if o.dtype not in ("auto", "bf16", "fp16", "fp32"):
-        raise InputError(f"unknown --dtype {o.dtype!r}", "one of auto, bf16, fp16, fp32")
+    if o.dtype not in ("auto", *STORAGE_PRECISIONS):
+        raise InputError(f"unknown --dtype {o.dtype!r}", f"one of auto, {', '.join(STORAGE_PRECISIONS)}")
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", o.device):
         raise InputError(f"unknown --device {o.device!r}", "one of auto, cpu, cuda, cuda:N")
     if o.idle_s < 0 or o.idle_s > 60:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpumatch.estimate.precision import activation_precision
+from gpumatch.estimate.precision import BYTES_PER_ELEMENT, activation_precision
 from gpumatch.plan.request import PlanRequest
 from gpumatch.vocab import RECOMPUTE_MODES
 
@@ -38,8 +38,6 @@ TP_DEGREES = (1, 2, 3, 4, 6, 8, 16)
 PP_DEGREES = (1, 2, 4, 8, 16)
 MICRO_BATCHES = (1, 2, 4, 8)
 RECOMPUTE = RECOMPUTE_MODES
-QUANT_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.53,
-               "nf4": 0.52, "fp4": 0.53, "mxfp4": 0.53, "nvfp4": 0.5625}
 
 
 def kv_as_written(req: PlanRequest) -> str:
@@ -225,9 +223,9 @@ def mitigations(req: PlanRequest) -> tuple[Mitigation, ...]:
         qlora = (False, True) if req.task == "lora" else (False,)
         combos = itertools.product(precs, RECOMPUTE, offload, qlora)
         return tuple(Mitigation(p, None, rc, off, q) for p, rc, off, q in combos)
-    base = QUANT_BYTES.get(req.precision, 2.0)
-    precs = [req.precision] + [p for p in ("fp8", "int8", "int4") if QUANT_BYTES[p] < base]
-    kvs = [req.kv_precision] + (["fp8"] if QUANT_BYTES.get(kv_as_written(req), 2.0) > 1.0 else [])
+    base = BYTES_PER_ELEMENT.get(req.precision, 2.0)
+    precs = [req.precision] + [p for p in ("fp8", "int8", "int4") if BYTES_PER_ELEMENT[p] < base]
+    kvs = [req.kv_precision] + (["fp8"] if BYTES_PER_ELEMENT.get(kv_as_written(req), 2.0) > 1.0 else [])
     return tuple(Mitigation(p, kv) for p, kv in itertools.product(precs, kvs))
 
 

@@ -197,3 +197,16 @@ def test_control_characters_are_escaped_in_messages() -> None:
     with pytest.raises(UnknownNameError) as info:
         load_catalog().get("rtx\x1b[31m\u202e9999")
     assert "\x1b" not in str(info.value) and "\u202e" not in str(info.value)
+
+
+# --- catalog_name: a device's reported name -> the catalog card (or None) ----------------------------
+
+
+def test_catalog_name_resolves_what_a_device_reports_and_never_raises() -> None:
+    from gpumatch.catalog import catalog_name
+
+    assert catalog_name("NVIDIA H100 80GB HBM3") == "H100 SXM5 80GB"  # nvidia-smi / torch name
+    assert catalog_name("h100-sxm5-80gb") == "H100 SXM5 80GB"
+    assert catalog_name(None) is None and catalog_name("") is None
+    assert catalog_name("NVIDIA Imaginary 9000") is None  # unknown card: no prediction, no error
+    assert catalog_name("H100") is None  # ambiguous between SKUs: no guess

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+from gpumatch.bench.dtypes import torch_dtype
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def dtype_for(rank: Rank, name: str) -> tuple[torch.dtype, str]:
     """The spec's dtype on CUDA; fp32 on the CPU (gloo and CPU matmuls are fp32 paths). Returns (dtype, name)."""
     if not rank.cuda:
         return torch.float32, "fp32"
-    return _DTYPES[name], name
+    return torch_dtype(name), name
 
 
 def sync(rank: Rank) -> None:

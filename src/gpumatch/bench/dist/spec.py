@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpumatch.bench.dtypes import STORAGE_PRECISIONS
 from gpumatch.bench.shapes import PRESETS, LlamaShape
 from gpumatch.errors import InputError
 
@@ -21,7 +22,7 @@ WORKLOADS = ("collectives", "ddp", "fsdp", "tp-decode")
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "sendrecv")
 """Collectives the microbenchmark knows, named as nccl-tests' ``*_perf`` binaries are."""
 
-DTYPES = ("bf16", "fp16", "fp32")
+DTYPES = STORAGE_PRECISIONS
 
 DEFAULT_SIZES_BYTES: tuple[int, ...] = tuple(1 << k for k in range(10, 27, 2))
 """The sweep when ``sizes_bytes`` is empty: 1 KiB to 64 MiB by factors of 4 (nccl-tests ``-b 1K -e 64M -f 4``)."""

@@ -19,13 +19,13 @@ from collections.abc import Callable
 
 import torch
 
+from gpumatch.bench.dtypes import STORAGE_PRECISIONS, torch_dtype
 from gpumatch.bench.llama import Llama, build_model
 from gpumatch.bench.server.engine import MEMORY_FRACTION, Engine, EngineConfig, EngineInfo
 from gpumatch.bench.server.runner import Runner, kv_cache_bytes
 from gpumatch.bench.server.scheduler import Scheduler
 from gpumatch.bench.shapes import LlamaShape
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 GRAPH_RESERVE_BYTES = 1 << 30
 
 
@@ -46,9 +46,9 @@ def resolve_dtype(name: str, dev: torch.device) -> torch.dtype:
     """``auto``: bf16 on CUDA, fp32 on a CPU (CPU bf16 matmuls are slow and only the CPU tests run there)."""
     if name == "auto":
         return torch.bfloat16 if dev.type == "cuda" else torch.float32
-    if name not in _DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; one of auto, {', '.join(_DTYPES)}")
-    return _DTYPES[name]
+    if name not in STORAGE_PRECISIONS:
+        raise ValueError(f"unknown dtype {name!r}; one of auto, {', '.join(STORAGE_PRECISIONS)}")
+    return torch_dtype(name)
 
 
 def activation_reserve_bytes(s: LlamaShape, tokens: int, element_bytes: int) -> int:
