@@ -27,16 +27,14 @@ from typing import Any
 from gpumatch.metric_names import canonical_metric
 
 ALIASES: dict[str, tuple[str, ...]] = {
-    "ttft_p50_s": ("ttft_median_s",), "tpot_p50_s": ("tpot_median_s",),
-    "output_tokens_per_s": ("output_throughput",), "request_throughput_per_s": ("request_throughput",),
-    "mean_concurrent_requests": ("mean_in_flight", "in_flight_mean", "mean_in_flight_requests"),
-    "peak_concurrent_requests": ("max_in_flight", "in_flight_max", "max_in_flight_requests",
-                                 "max_concurrent_requests"),
-    "energy_per_output_token_j": ("output_energy_j_per_token", "energy_j_per_token"),
-    "energy_net_per_output_token_j": ("output_energy_net_j_per_token", "energy_net_j_per_token"),
+    "mean_concurrent_requests": ("mean_in_flight_requests",),
+    "peak_concurrent_requests": ("max_in_flight_requests",),
+    "energy_per_output_token_j": ("output_energy_j_per_token",),
+    "energy_net_per_output_token_j": ("output_energy_net_j_per_token",),
 }
-"""Canonical name (:mod:`gpumatch.metric_names`, SI) and the other names a tool or an older gpumatch stored it
-under."""
+"""The page's name of a figure and the names it is stored under besides that: the load generator's in-flight
+keys and the canonical energy results. Older stored names need no entry (:func:`level_value` reads them through
+:func:`gpumatch.metric_names.canonical_metric`), nor do vLLM's keys (level events pass through ``si_name``)."""
 
 PREDICTED = ("ttft_mean_s", "tpot_mean_s", "output_tokens_per_s", "request_throughput_per_s")
 """Predicted figures: the stored results (canonical names) whose ``extra.predicted`` holds gpumatch's
@@ -55,7 +53,8 @@ _NOT_LOAD = ("case", "phase", "level", "label", "endpoint_type", "backend", "num
 def level_value(values: dict[str, Any], name: str) -> float | None:
     """The figure ``name`` (canonical, SI) of a level's ``values``, under whichever name it was stored; None when
     absent or not a finite number."""
-    for key in (name, *ALIASES.get(name, ())):
+    older = [k for k in values if k != name and canonical_metric(k) == name]  # older stores' names
+    for key in (name, *ALIASES.get(name, ()), *older):
         v = values.get(key)
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
             return float(v)
@@ -123,11 +122,10 @@ def group_levels(results: list[dict[str, Any]], events: list[dict[str, Any]]) ->
         if cfg.get("error_class"):
             continue
         lv = by.setdefault(_level_key(cfg), {"config": cfg, "values": {}, "predicted": {}})
-        name = canonical_metric(r["metric"])  # older stores' names read under the canonical ones
-        lv["values"][name] = r["measured"]
+        lv["values"][r["metric"]] = r["measured"]
         predicted = r.get("predicted", (r.get("extra") or {}).get("predicted"))
         if predicted is not None:
-            lv["predicted"][name] = predicted
+            lv["predicted"][r["metric"]] = predicted
     for e in events:
         lv = by.setdefault(f"level {e.get('level')}", {"config": e, "values": {}, "predicted": {}})
         for k, v in _event_values(e).items():
