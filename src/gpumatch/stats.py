@@ -74,3 +74,32 @@ def reported_percentiles(values: Sequence[float], suffix: str = "_s",
         if value is not None:
             out[f"{percentile_name(q)}{suffix}"] = value
     return out
+
+
+BOOTSTRAP_RESAMPLES = 2000
+"""Resamples of every bootstrap interval."""
+
+
+def ratio_bootstrap(a: Sequence[float], b: Sequence[float], ratio: Any, *, seed: int = 0,
+                    methods: Sequence[str] = ("BCa",), confidence: float = 0.95) -> tuple[float, float] | None:
+    """The ``confidence`` bootstrap interval of ``ratio(a, b, axis)`` (a vectorised statistic of two samples,
+    e.g. median(b) / median(a)), each sample resampled on its own (:func:`scipy.stats.bootstrap`,
+    :data:`BOOTSTRAP_RESAMPLES` resamples, seeded). ``methods`` are tried in order until one gives finite bounds
+    (BCa gives NaN on tied samples: a caller may fall back to ``"percentile"``); None when none does, or without
+    scipy (the ``report`` extra)."""
+    try:
+        import warnings
+
+        from scipy.stats import bootstrap
+    except ImportError:
+        return None
+    data = (np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    for method in methods:
+        with warnings.catch_warnings():  # a degenerate BCa warns before giving NaN bounds
+            warnings.simplefilter("ignore")
+            res = bootstrap(data, ratio, n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=confidence,
+                            method=method, vectorized=True, rng=np.random.default_rng(seed))
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high
+    return None

@@ -15,6 +15,7 @@ from typing import Any
 from gpumatch.errors import InputError
 from gpumatch.metric_names import canonical_metric
 from gpumatch.outfiles import write_file
+from gpumatch.stats import ratio_bootstrap
 
 PERCENTILE_KEYS = ("p50_s", "p90_s", "p99_s")
 WORK_KEYS = ("bytes_per_step", "flops_per_step", "power_w_mean", "power_basis")
@@ -191,20 +192,13 @@ def ratio_interval(raw_a: Any, raw_b: Any, is_time: bool, seed: int = 0) -> tupl
     median(B). None with fewer than :data:`MIN_BOOTSTRAP_SAMPLES` timings on a side (or without scipy)."""
     if not (isinstance(raw_a, list) and isinstance(raw_b, list)) or min(len(raw_a), len(raw_b)) < MIN_BOOTSTRAP_SAMPLES:
         return None
-    try:
-        import numpy as np
-        from scipy.stats import bootstrap
-    except ImportError:
-        return None
+    import numpy as np
 
     def stat(x: Any, y: Any, axis: int = -1) -> Any:
         ma, mb = np.median(x, axis=axis), np.median(y, axis=axis)
         return mb / ma if is_time else ma / mb
 
-    res = bootstrap((np.asarray(raw_a, float), np.asarray(raw_b, float)), stat, n_resamples=2000,
-                    confidence_level=CONFIDENCE, method="BCa", vectorized=True, rng=np.random.default_rng(seed))
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return (low, high) if np.isfinite(low) and np.isfinite(high) else None
+    return ratio_bootstrap(raw_a, raw_b, stat, seed=seed, confidence=CONFIDENCE)
 
 
 def export_run(store: Path | str | None, run_id: int, out: Path, force: bool = False) -> Path:

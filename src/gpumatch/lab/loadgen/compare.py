@@ -15,19 +15,15 @@ runs and differs, unless ``force``; fields recorded on one side only are listed 
 
 from __future__ import annotations
 
-import math
 import re
-import warnings
 from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import InputError
 from gpumatch.metric_names import SERVING_LABELS
-from gpumatch.stats import METHOD, min_samples
+from gpumatch.stats import METHOD, min_samples, ratio_bootstrap
 
 _STAT = re.compile(r"^(ttft|tpot|itl|e2e)_(mean|p\d+(?:_\d+)?)_s$")
-RESAMPLES = 2000
-
 
 def compare_serving(store: Path | str | None, run_a: int, run_b: int, force: bool = False) -> dict[str, Any]:
     """``{"kind": "serve", "run_a", "run_b", "source_a", "source_b", "model_a", "model_b", "differing_fields",
@@ -135,11 +131,8 @@ def ratio_interval(raw_a: list[float] | None, raw_b: list[float] | None, metric:
     if stat is None or not raw_a or not raw_b or not (enough_samples(len(raw_a), metric)
                                                       and enough_samples(len(raw_b), metric)):
         return None
-    try:
-        import numpy as np
-        from scipy.stats import bootstrap
-    except ImportError:
-        return None
+    import numpy as np
+
     kind, q = stat
 
     def value(x: Any, axis: int) -> Any:
@@ -148,15 +141,6 @@ def ratio_interval(raw_a: list[float] | None, raw_b: list[float] | None, metric:
     def ratio(x: Any, y: Any, axis: int = -1) -> Any:
         return value(y, axis) / value(x, axis)
 
-    data = (np.asarray(raw_a, float), np.asarray(raw_b, float))
-    if not value(data[0], -1) > 0:
+    if not value(np.asarray(raw_a, float), -1) > 0:
         return None
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():  # BCa on tied samples warns and gives NaN: the percentile method then
-            warnings.simplefilter("ignore")
-            res = bootstrap(data, ratio, n_resamples=RESAMPLES, confidence_level=0.95, method=method,
-                            vectorized=True, rng=np.random.default_rng(seed))
-        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if math.isfinite(low) and math.isfinite(high):
-            return low, high
-    return None
+    return ratio_bootstrap(raw_a, raw_b, ratio, seed=seed, methods=("BCa", "percentile"))
