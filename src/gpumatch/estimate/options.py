@@ -46,6 +46,7 @@ from gpumatch.estimate.precision import (
     compute_path,
 )
 from gpumatch.estimate.replay import MAX_NUM_PROMPTS
+from gpumatch.estimate.serving import engine_profile
 from gpumatch.models.arch import ModelArch
 from gpumatch.vocab import (
     ADAPTER_TASKS,
@@ -261,23 +262,22 @@ def weight_precision(req: Request) -> str:
     return "nf4" if req.task == "qlora" and req.precision in ("bf16", "fp16", "int4") else req.precision
 
 
-ENGINE_ATTENTION = ("vllm", "sglang", "trtllm")
-"""Engines whose prefill attention runs their own FlashAttention-3/FlashInfer/FMHA kernels
-(``Calibration.engine_attention_efficiency_max``); gpumatch serve and plain PyTorch use SDPA."""
-_TRTLLM_FP8_KV = ("fp8", "nvfp4", "fp4")
-"""Weight formats whose ModelOpt checkpoints (the ones TensorRT-LLM serves) carry an FP8 KV cache."""
+CHECKPOINT_FP8_KV = ("fp8", "nvfp4", "fp4")
+"""Weight formats whose ModelOpt checkpoints carry an FP8 KV cache (``kv_cache_quant_algo``), which an engine
+with ``kv_dtype = "checkpoint"`` (engines.toml) follows."""
 
 
 def kv_precision(req: Request) -> tuple[str, str]:
-    """(KV-cache precision, why) of ``req``: the one asked for, else the default of the engine that serves it.
+    """(KV-cache precision, why) of ``req``: the one asked for, else the default of the engine that serves it
+    (its profile's ``kv_dtype``, engines.toml).
 
     - ``--kv-precision`` given: that one;
-    - TensorRT-LLM with FP8 or NVFP4 weights: ``fp8``. ``KvCacheConfig.dtype = "auto"`` follows the checkpoint's
-      ``kv_cache_quant_algo`` (TensorRT-LLM PR #16240, "document dtype='auto' resolution"), and NVIDIA's ModelOpt
+    - ``kv_dtype = "checkpoint"`` (TensorRT-LLM) with FP8 or NVFP4 weights: ``fp8``. ``KvCacheConfig.dtype =
+      "auto"`` follows the checkpoint's ``kv_cache_quant_algo`` (TensorRT-LLM PR #16240), and NVIDIA's ModelOpt
       FP8/NVFP4 checkpoints are exported with an FP8 KV cache (Model Optimizer ``hf_ptq.py --kv_cache_qformat``,
       default ``fp8``);
-    - vLLM and SGLang: the activation dtype (``--kv-cache-dtype auto`` = the model's dtype; their FP8 recipes pass
-      ``--kv-cache-dtype fp8`` explicitly: give ``--kv-precision fp8`` for those);
+    - ``kv_dtype = "model"`` (vLLM, SGLang): the activation dtype (``--kv-cache-dtype auto`` = the model's dtype;
+      their FP8 recipes pass ``--kv-cache-dtype fp8`` explicitly: give ``--kv-precision fp8`` for those);
     - everything else (plain PyTorch, gpumatch serve): the activation dtype.
     """
     act = activation_precision(weight_precision(req))
@@ -286,10 +286,11 @@ def kv_precision(req: Request) -> tuple[str, str]:
     if req.task != "serve":
         return act, f"{act}: the activations' dtype (plain PyTorch keeps K/V as computed)"
     engine = req.serving_engine
-    if engine == "trtllm" and req.precision in _TRTLLM_FP8_KV:
-        return "fp8", (f"fp8: TensorRT-LLM's KV dtype 'auto' follows the {req.precision} ModelOpt checkpoint's "
+    profile = engine_profile(engine)
+    if profile.kv_dtype == "checkpoint" and req.precision in CHECKPOINT_FP8_KV:
+        return "fp8", (f"fp8: {engine}'s KV dtype 'auto' follows the {req.precision} ModelOpt checkpoint's "
                        "kv_cache_quant_algo (FP8)")
-    if engine in ("vllm", "sglang"):
+    if profile.kv_dtype == "model":
         hint = "; an fp8 recipe's --kv-cache-dtype fp8 is --kv-precision fp8" if req.precision != act else ""
         return act, f"{act}: {engine} --kv-cache-dtype auto = the model's dtype{hint}"
     return act, f"{act}: {engine} keeps K/V in the activations' dtype"
@@ -352,7 +353,8 @@ def shape_numbers(req: Request) -> dict[str, float]:
         "kv_block": float(req.kv_block or (16 if req.task == "serve" else 1)),
         "split_kv": 1.0 if req.task == "serve" else 0.0,
         "fused": 1.0 if req.task == "serve" else 0.0,
-        "engine_attention": 1.0 if req.task == "serve" and req.serving_engine in ENGINE_ATTENTION else 0.0,
+        "engine_attention": 1.0 if req.task == "serve" and engine_profile(req.serving_engine).attention == "engine"
+        else 0.0,
         "offload": 1.0 if req.offload_optimizer else 0.0,
         "prefill_chunk": float(req.prefill_chunk),
         "in_flight": float(req.in_flight) if req.in_flight is not None else float("inf"),

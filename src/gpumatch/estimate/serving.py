@@ -80,6 +80,8 @@ class EngineProfile(_Strict):
     kv_admission: Literal["on-demand", "reserve"]
     host_pass_s: float = Field(ge=0, le=1)
     host_seq_s: float = Field(ge=0, le=1)
+    kv_dtype: Literal["model", "checkpoint", "activations"]
+    attention: Literal["engine", "sdpa"]
     prefix_cache: bool
     tiers: tuple[Tier, ...] = Field(min_length=1)
     sources: tuple[Source, ...] = Field(min_length=1)
