@@ -78,7 +78,7 @@ def attention_cases(cases: Sequence[MeasuredCase]) -> list[MeasuredCase]:
         contexts = sorted(by_ctx)
         for lo, hi in itertools.pairwise(contexts):
             a, b = by_ctx[lo], by_ctx[hi]
-            batch = int(b.options["batch"])
+            batch = int(b.options["concurrency"])
             shape = f"attention {kind} batch={batch} context={lo}->{hi}"
             out.append(MeasuredCase(
                 case_id=f"run {run_id} {shape}", kind="attention", shape=b.shape, options=dict(b.options),

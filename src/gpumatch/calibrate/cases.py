@@ -103,7 +103,7 @@ def _decode_cases(doc: dict[str, Any], source: str, first_run: bool) -> list[Mea
         alt = variants.get("graph", {}).get("timing", {}).get("median_s")
         cases.append(MeasuredCase(
             case_id=f"decode {model} b{batch} ctx{ctx}", kind="decode", shape=shapes[model],
-            options={"task": "infer", "batch": batch, "prompt": ctx - 1, "gen": 1}, metric="tpot_s",
+            options={"task": "infer", "concurrency": batch, "prompt": ctx - 1, "gen": 1}, metric="tpot_s",
             measured=variants[DECODE_VARIANT]["timing"]["median_s"], source=source,
             fit=first_run and ctx == 2048, extra={"measured_eager_graph_s": alt}))
     return cases
@@ -119,7 +119,7 @@ def _prefill_cases(doc: dict[str, Any], source: str, first_run: bool) -> list[Me
         model = r.get("model", default)
         cases.append(MeasuredCase(
             case_id=f"prefill {model} b{r['batch']} s{r['seq']}", kind="prefill", shape=shapes[model],
-            options={"task": "infer", "batch": r["batch"], "prompt": r["seq"], "gen": 1}, metric="prefill_s",
+            options={"task": "infer", "concurrency": r["batch"], "prompt": r["seq"], "gen": 1}, metric="prefill_s",
             measured=r["timing"]["median_s"], source=source, fit=first_run and r["batch"] == 1))
     return cases
 
@@ -128,7 +128,7 @@ def train_setup(row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(case name, estimate options) of a training row or planned case: keys ``model``, ``batch``, ``seq``,
     ``recompute``, ``master`` and, for LoRA/QLoRA, ``variant`` and ``lora_rank``."""
     name = f"{row['model']} b{row['batch']} s{row['seq']} rc={row['recompute']}"
-    opts = {"task": "train", "batch": row["batch"], "seq": row["seq"], "recompute": row["recompute"],
+    opts = {"task": "train", "micro_batch": row["batch"], "seq": row["seq"], "recompute": row["recompute"],
             "master_weights": RECIPE_OF_BENCH_MASTER[row["master"]]}
     variant = row.get("variant", "full")
     if variant == "full":

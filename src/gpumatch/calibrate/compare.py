@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpumatch.calibrate.cases import GPU, MeasuredCase, arch_of
-from gpumatch.estimate import Calibration, estimate
+from gpumatch.estimate import Calibration, Request, estimate
 
 
 def predict(case: MeasuredCase, calibration: Calibration | None = None, gpu: str = GPU) -> float:
@@ -24,7 +24,7 @@ def predict(case: MeasuredCase, calibration: Calibration | None = None, gpu: str
     if base is not None:
         at = predict(replace(case, extra={}), calibration, gpu)
         return at / predict(replace(case, options=dict(base), extra={}), calibration, gpu)
-    est = estimate(arch_of(case.shape), gpu, calibration=calibration, with_scaling=False, **case.options)
+    est = estimate(arch_of(case.shape), gpu, Request(**case.options), calibration=calibration, with_scaling=False)
     if case.metric == "reserved_bytes":
         items = est.memory.items
         return float(items["total_bytes"] - items["cuda_context_bytes"] - items["comm_buffer_bytes"])

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.files import parse_toml, read_text
 
 BATCH_LADDER = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
@@ -77,9 +77,9 @@ def load(path: Path) -> tuple[list[PublishedCase], dict[str, dict[str, str]]]:
 
 
 def _estimate(case: PublishedCase, batch: int, engine: str = "static") -> Any:
-    return estimate(case.model, case.gpu, count=case.tp, tp=case.tp, task="serve", batch=batch, prompt=case.isl,
-                    gen=case.osl, precision=case.precision, kv_precision=case.kv_precision, with_scaling=False,
-                    engine=engine)
+    return estimate(case.model, case.gpu, Request(tp=case.tp, task="serve", concurrency=batch, prompt=case.isl,
+                                                  gen=case.osl, precision=case.precision,
+                                                  kv_precision=case.kv_precision, engine=engine), with_scaling=False)
 
 
 def predict(case: PublishedCase, engine: str = "static") -> tuple[float, int | None]:

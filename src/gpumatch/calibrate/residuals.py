@@ -24,7 +24,7 @@ from typing import Any
 
 from gpumatch.calibrate.cases import GPU, MeasuredCase, arch_of, load_cases
 from gpumatch.catalog import get_gpu
-from gpumatch.estimate import Calibration, Estimate, estimate
+from gpumatch.estimate import Calibration, Estimate, Request, estimate
 from gpumatch.estimate.intervals import Residuals, Where, figure_bands, parse_residuals
 from gpumatch.stats import percentile
 
@@ -65,7 +65,7 @@ def residual(c: MeasuredCase, calibration: Calibration | None = None, gpu: str =
     it with its measurement."""
     kind = KIND_OF_CASE[c.kind]
     arch = arch_of(c.shape)
-    est = estimate(arch, gpu, calibration=calibration, with_scaling=False, **c.options)
+    est = estimate(arch, gpu, Request(**c.options), calibration=calibration, with_scaling=False)
     figure = FIGURE[kind]
     if kind == "memory":
         items = est.memory.items

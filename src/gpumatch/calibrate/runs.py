@@ -62,9 +62,9 @@ class StoredRun:
 
 def _options(cls: str, config: dict[str, Any]) -> dict[str, Any]:
     if cls == "decode":
-        return {"task": "infer", "batch": config["batch"], "prompt": config["context"] - 1, "gen": 1}
+        return {"task": "infer", "concurrency": config["batch"], "prompt": config["context"] - 1, "gen": 1}
     if cls == "prefill":
-        return {"task": "infer", "batch": config["batch"], "prompt": config["seq"], "gen": 1}
+        return {"task": "infer", "concurrency": config["batch"], "prompt": config["seq"], "gen": 1}
     if cls in ("train-step", "train-memory"):
         return train_setup(config)[1]
     return {}

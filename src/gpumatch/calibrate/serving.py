@@ -6,7 +6,8 @@ back): a closed-loop concurrency ``C`` or an open-loop Poisson rate ``λ``, with
 throughput (vLLM's definitions, docs/serve.md) and the engine profile it was predicted with (``config.engine``).
 Each level is predicted as the load generator predicts it (:func:`gpumatch.lab.loadgen.predict.predict_level`):
 :func:`gpumatch.estimate.estimate` with ``task="serve"``, the engine, the nominal prompt and output lengths, and
-``batch=C, num_prompts=n, length_low`` (the closed-loop replay) or ``request_rate=λ`` (the open-loop steady state).
+``concurrency=C, num_prompts=n, length_low`` (the closed-loop replay) or ``request_rate=λ`` (the open-loop steady
+state).
 
 Fitted fields: the profile's ``host_pass_s`` and ``host_seq_s`` (``estimate/data/engines.toml``): a pass costs
 ``t_gpu + host_pass_s + host_seq_s × running sequences`` (docs/estimators.md, "Serving engines at steady state").
@@ -72,7 +73,7 @@ class ServeLevel:
         """The :func:`gpumatch.estimate.estimate` keywords of this level (module docstring)."""
         opts: dict[str, Any] = {"task": "serve", "engine": self.engine, "prompt": self.prompt, "gen": self.gen}
         if self.mode == "concurrency":
-            opts.update(batch=int(self.value), num_prompts=self.num_prompts, length_low=self.range_ratio)
+            opts.update(concurrency=int(self.value), num_prompts=self.num_prompts, length_low=self.range_ratio)
         else:
             opts.update(request_rate=self.value)
         return opts
@@ -120,9 +121,9 @@ def load_levels(store: Path | None, card: str, run_ids: Sequence[int] = ()) -> l
 
 def predict(level: ServeLevel, cal: Calibration, card: str) -> dict[str, float]:
     """The level's predicted figures (``tpot_s``, ``output_tokens_per_s``) under ``cal`` on ``card``."""
-    from gpumatch.estimate import estimate
+    from gpumatch.estimate import Request, estimate
 
-    est = estimate(level.model, card, calibration=cal, **level.options())
+    est = estimate(level.model, card, Request(**level.options()), calibration=cal)
     return {k: float(est.metrics[k]) for k in FIGURES if k in est.metrics}
 
 

@@ -1,6 +1,6 @@
 """Estimators: memory fit, roofline time, communication, power and cost. Pure functions, no torch, no store.
 
-Scalar: :func:`estimate` (one configuration -> :class:`Estimate`). Vectorized: :func:`evaluate` on a
+Scalar: :func:`estimate` (one :class:`Request` -> :class:`Estimate`). Vectorized: :func:`evaluate` on a
 :class:`Case` whose fields are numpy arrays (the planner's path). Efficiencies come from a
 :class:`Calibration` value with its basis and provenance.
 """
@@ -9,8 +9,9 @@ from gpumatch.estimate.api import estimate, memory_curve, model_arch, resolve_gp
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import Case, ModelNums, model_nums
 from gpumatch.estimate.engine import INFER_TASKS, TASKS, TRAIN_TASKS, evaluate, memory_items, scaling
-from gpumatch.estimate.options import Request, build_case
+from gpumatch.estimate.options import build_case
 from gpumatch.estimate.power import DEFAULT_SITE, Site
+from gpumatch.estimate.request import Request
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
 

@@ -22,25 +22,15 @@ from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import Case, model_nums
 from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
 from gpumatch.estimate.intervals import Residuals, estimate_intervals, where_of
-from gpumatch.estimate.options import Request, build_case, kv_precision, shape_numbers
+from gpumatch.estimate.options import build_case, kv_precision
 from gpumatch.estimate.power import DEFAULT_SITE, Site
+from gpumatch.estimate.request import Request
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
 from gpumatch.models import resolve_model
 from gpumatch.models.arch import ModelArch
 from gpumatch.units import GIB
-from gpumatch.workload.rules import (
-    MAX_BATCH,
-    MAX_GPUS,
-    MAX_MICRO_BATCHES,
-    MAX_RUN_TOKENS,
-    MAX_TOKENS_PER_SEQUENCE,
-    check_bound,
-    check_context,
-    check_size,
-    misplaced_options,
-)
-from gpumatch.workload.schema import FOUR_BIT
+from gpumatch.workload.rules import MAX_RUN_TOKENS, check_bound
 
 
 def model_arch(model: ModelArch | str) -> ModelArch:
@@ -51,72 +41,6 @@ def model_arch(model: ModelArch | str) -> ModelArch:
 
 def resolve_gpu(gpu: GpuSpec | str) -> GpuSpec:
     return gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
-
-
-#: How each option is named on the command line (messages name what the user typed).
-_FLAG = {"micro_batches": "--micro-batches", "kv_precision": "--kv-precision", "master_weights": "--master-weights",
-         "offload_optimizer": "--offload-optimizer", "grad_bytes": "grad_bytes"}
-
-
-def flag_name(option: str) -> str:
-    return _FLAG.get(option, f"--{option.replace('_', '-')}")
-
-
-def check_options(options: dict[str, Any], count: int | None = None) -> None:
-    """Refuse options that conflict, do not apply to the task, or are out of range.
-
-    ``options`` holds only what the user set (Request field names); defaults never trigger a rule. The
-    task rules are those of workload files (:mod:`gpumatch.workload.rules`), so both paths agree.
-    """
-    task = str(options.get("task", "infer"))
-    if options.get("seq") is not None and options.get("prompt") is not None:
-        raise InputError("give --seq (training) or --prompt/--gen (inference), not both",
-                         "--seq is the training sequence length; --prompt the prompt tokens of inference")
-    for name, kind in misplaced_options(task, [k for k, v in options.items() if v is not None]):
-        other = "--task train, finetune, lora or qlora" if kind == "training" else "--task infer or serve"
-        raise InputError(f"{flag_name(name)} applies to {kind} only, but the task is {task!r}",
-                         f"drop {flag_name(name)} or use {other}")
-    if task == "qlora" and options.get("precision") is not None and options["precision"] not in FOUR_BIT:
-        raise InputError(f"task 'qlora' keeps the frozen base in 4 bits, but --precision is {options['precision']!r}",
-                         "use --precision nf4, or --task lora for a 16-bit base")
-    sizes = dict(options, count=count)
-    for name, top in (("count", MAX_GPUS), ("tp", MAX_GPUS), ("pp", MAX_GPUS), ("dp", MAX_GPUS),
-                      ("batch", MAX_BATCH), ("micro_batches", MAX_MICRO_BATCHES), ("seq", MAX_TOKENS_PER_SEQUENCE),
-                      ("prompt", MAX_TOKENS_PER_SEQUENCE), ("gen", MAX_TOKENS_PER_SEQUENCE)):
-        check_size(flag_name(name), sizes.get(name), top)
-
-
-def check_request_context(arch: ModelArch, req: Request, given: dict[str, Any]) -> None:
-    """The context the request holds (training: seq; inference: prompt + gen) within the model's positions.
-
-    Checked only when the user gave a length (the defaults are not theirs to fix).
-    """
-    if not any(given.get(k) is not None for k in ("seq", "prompt", "gen")):
-        return
-    shape = shape_numbers(req)
-    if req.training:
-        check_context(arch, int(shape["seq"]), "--seq")
-    else:
-        check_context(arch, int(shape["prompt"] + shape["gen"]), "--prompt + --gen")
-
-
-def _request(count: int | None, kw: dict[str, Any]) -> Request:
-    check_options(kw, count)
-    tp, pp = int(kw.get("tp", 1)), int(kw.get("pp", 1))
-    dp = kw.get("dp")
-    if dp is None:
-        n = count if count is not None else tp * pp
-        if n % (tp * pp):
-            raise InputError(f"count {n} is not a multiple of tp×pp = {tp * pp}", "set --count = tp × pp × dp")
-        dp = n // (tp * pp)
-    kw = dict(kw, tp=tp, pp=pp, dp=int(dp))
-    req = Request(**kw)
-    if count is not None and count != req.count:
-        raise InputError(
-            f"count {count} != tp×pp×dp = {req.tp}×{req.pp}×{req.dp} = {req.count}",
-            "set --count to the product, or leave one of them out",
-        )
-    return req
 
 
 def _price(gpu: GpuSpec, metrics: dict[str, float], basis: str) -> tuple[PriceBasis | None, float, float]:
@@ -141,18 +65,16 @@ def _price(gpu: GpuSpec, metrics: dict[str, float], basis: str) -> tuple[PriceBa
 def estimate(
     model: ModelArch | str,
     gpu: GpuSpec | str,
+    request: Request | None = None,
     *,
-    count: int | None = None,
     calibration: Calibration | None = None,
     site: Site | None = None,
     with_scaling: bool = True,
     run_tokens: float | None = None,
     residuals: Residuals | None = None,
-    **options: Any,
 ) -> Estimate:
-    """Estimate one configuration. ``options`` are the fields of :class:`~gpumatch.estimate.options.Request`:
-    task, batch, seq, prompt, gen, precision, kv_precision, optimizer, master_weights, grad_bytes, recompute,
-    flash, tp, pp, dp, zero, micro_batches, sequence_parallel, lora_rank, kv_block, gpus_per_node.
+    """Estimate one configuration: ``request`` (:class:`~gpumatch.estimate.request.Request`, validated when it
+    was built; None = its defaults) of ``model`` on ``gpu``.
 
     ``run_tokens`` (training tokens of a whole run, or tokens to generate) adds ``run_hours``,
     ``energy_kwh_per_run`` (facility: GPUs + host share, × PUE), ``gpu_energy_kwh_per_run`` and ``usd_per_run``.
@@ -164,13 +86,9 @@ def estimate(
     Raises :class:`InputError` for impossible combinations (TP not dividing the heads, count ≠ tp·pp·dp,
     unknown precision, a precision the GPU cannot compute).
     """
-    unknown = set(options) - set(Request.__dataclass_fields__)
-    if unknown:
-        raise InputError(f"unknown option(s): {', '.join(sorted(unknown))}")
     arch, spec = model_arch(model), resolve_gpu(gpu)
     cal = calibration or DEFAULT_CALIBRATION
-    req = _request(count, options)
-    check_request_context(arch, req, options)
+    req = request or Request()
     case, warnings = build_case(arch, spec, req)
     m = model_nums(arch)
     sv, run_case, note = _serving(arch, spec, req, case, cal)
@@ -211,13 +129,12 @@ def estimate(
         model=arch.name,
         gpu=spec.name,
         count=req.count,
-        layout={"tp": req.tp, "pp": req.pp, "dp": req.dp, "zero": req.zero, "micro_batches": req.micro_batches,
-                "batch": req.batch, "seq": int(case.seq) if req.task in TRAIN_TASKS else None,
+        layout={"tp": req.tp, "pp": req.pp, "dp": req.dp, "zero": req.zero, "micro_batches": req.grad_accum,
+                "seqs_per_replica": req.seqs_per_replica, "seq": int(case.seq) if req.task in TRAIN_TASKS else None,
                 "prompt": None if req.task in TRAIN_TASKS else int(case.prompt),
                 "gen": None if req.task in TRAIN_TASKS else int(case.gen),
                 "recompute": req.recompute, "flash": req.flash,
-                "in_flight": None if req.task in TRAIN_TASKS else int(min(req.in_flight or math.inf,
-                                                                         req.batch * req.dp))},
+                "in_flight": None if req.task in TRAIN_TASKS else req.in_flight},
         precision={"weights": req.precision if req.task != "qlora" else "nf4", "weight_bytes": case.weight_bytes,
                    "kv_bytes": case.kv_bytes, "kv": kv_precision(req)[0], "kv_basis": kv_precision(req)[1],
                    "activation_bytes": case.act_bytes,
@@ -288,23 +205,24 @@ _MEMORY_ITEMS = (
 def memory_curve(
     model: ModelArch | str,
     gpu: GpuSpec | str,
+    request: Request | None = None,
     *,
     batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
     seqs: Sequence[int] = (512, 1024, 2048, 4096, 8192),
-    count: int | None = None,
     calibration: Calibration | None = None,
-    **options: Any,
 ) -> list[dict[str, Any]]:
     """Per-GPU memory over a grid of batch sizes × sequence lengths (seed: "逐步增加批量或序列长度").
 
-    For inference the sequence is the prompt length. Rows: batch, seq, the memory items, fits.
+    The batch is the sequences per replica (``Case.seqs_per_replica``: the micro-batch when training); for
+    inference the sequence is the prompt length. Rows: batch, seq, the memory items, fits.
     """
     arch, spec = model_arch(model), resolve_gpu(gpu)
-    req = _request(count, options)
+    req = request or Request()
     case, _ = build_case(arch, spec, req)
     b, s = np.meshgrid(np.asarray(batches, float), np.asarray(seqs, float), indexing="ij")
     b, s = b.ravel(), s.ravel()
-    grid = replace(case, batch=b, seq=s) if req.training else replace(case, batch=b, prompt=s)
+    grid = replace(case, seqs_per_replica=b, in_flight=float("inf"))
+    grid = replace(grid, seq=s) if req.training else replace(grid, prompt=s)
     out = evaluate(req.task, model_nums(arch), grid, calibration or DEFAULT_CALIBRATION)
     keys = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes",
             "overhead_bytes", "total_bytes")

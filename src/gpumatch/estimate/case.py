@@ -118,15 +118,17 @@ class Case:
     within ``scaleup_domain`` GPUs, ``pcie_bytes_per_s`` (already halved when there is no P2P), and
     ``usd_per_gpu_hour`` (cloud) and ``purchase_usd`` per GPU (NaN = unknown).
     Layout: ``tp``, ``pp``, ``dp``, ``zero`` (0-3; 3 = FSDP full shard), ``micro_batches`` per step and
-    pipeline, ``gpus_per_node``. Workload: ``batch`` (micro-batch per DP rank / concurrent sequences),
-    ``seq`` (training), ``prompt`` and ``gen`` tokens (inference), ``kv_block`` tokens; ``split_kv`` 1 when
+    pipeline, ``gpus_per_node``. Workload: ``seqs_per_replica``, the sequences one replica (a DP rank) holds in
+    one forward pass: the micro-batch (training) or its share of the sequences in flight (inference,
+    ``ceil(concurrency / dp)``: :attr:`gpumatch.estimate.request.Request.seqs_per_replica`); ``seq``
+    (training), ``prompt`` and ``gen`` tokens (inference), ``kv_block`` tokens; ``split_kv`` 1 when
     decode attention splits the KV sequence across thread blocks (serving engines), 0 for plain SDPA;
     ``graphs`` 1 when the step replays a CUDA graph (no CPU dispatch per kernel), 0 for eager PyTorch;
     ``fused`` 1 when norms, RoPE and the MLP activation run as fused kernels (serving engines);
     ``low_precision_gemm`` 1 when the GEMMs run on an 8-bit or 4-bit tensor path (fp8, int8, fp4);
     ``offload`` 1 when the optimizer state lives and is updated in host memory (ZeRO-Offload);
     ``prefill_chunk`` tokens per prefill forward for the memory peak (0 = the whole batch at once);
-    ``in_flight`` sequences in flight over all inference replicas when fewer than ``batch × dp`` (inf = full).
+    ``in_flight`` sequences in flight over all inference replicas, at most ``seqs_per_replica × dp`` (inf = full).
     Precisions in bytes per element: ``weight_bytes``, ``act_bytes``, ``kv_bytes``, ``grad_bytes``,
     ``opt_bytes`` (optimizer state per trainable parameter, master copy included); ``autocast`` 1 for PyTorch
     AMP: the parameters are stored in fp32 (they are the master copy, not in ``opt_bytes``) and
@@ -152,7 +154,7 @@ class Case:
     zero: Num = 0.0
     micro_batches: Num = 1.0
     gpus_per_node: Num = 8.0
-    batch: Num = 1.0
+    seqs_per_replica: Num = 1.0
     seq: Num = 2048.0
     prompt: Num = 512.0
     gen: Num = 256.0

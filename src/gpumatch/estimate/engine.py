@@ -50,9 +50,9 @@ def replica_case(c: Case) -> Case:
 
 
 def in_flight_sequences(c: Case) -> Num:
-    """Sequences in flight over all replicas: ``batch × dp``, or fewer when ``c.in_flight`` says the requests do
-    not fill every replica (``ceil(requests / replicas)`` per replica leaves the last ones part-empty)."""
-    return vmin(c.in_flight, c.batch * c.dp)
+    """Sequences in flight over all replicas: ``seqs_per_replica × dp``, or fewer when ``c.in_flight`` says the
+    requests do not fill every replica (``ceil(requests / replicas)`` per replica leaves the last ones part-empty)."""
+    return vmin(c.in_flight, c.seqs_per_replica * c.dp)
 
 
 def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
@@ -78,9 +78,9 @@ def memory_items(task: str, m: ModelNums, c: Case, cal: Calibration) -> dict[str
         acts = acts + casts
         kv: Num = 0.0
     else:
-        whole = c.batch * c.prompt
+        whole = c.seqs_per_replica * c.prompt
         chunk = where(c.prefill_chunk > 0, vmin(c.prefill_chunk, whole), whole)
-        chunk = vmax(chunk, c.batch)  # a decode step holds one token of every sequence
+        chunk = vmax(chunk, c.seqs_per_replica)  # a decode step holds one token of every sequence
         acts, logits = memory.inference_activation_bytes(m, c, chunk), 0.0
         kv = memory.kv_cache_bytes(m, c, c.prompt + c.gen)
     tied = memory.tied_embedding_grad_bytes(m, c) if training_ else 0.0
@@ -135,14 +135,14 @@ def evaluate(
     if task in TRAIN_TASKS:
         t = training.train_step(m, c, cal)
         step = t["time_s"]
-        tokens_per_s = c.batch * c.seq * c.micro_batches * c.dp / step
+        tokens_per_s = c.seqs_per_replica * c.seq * c.micro_batches * c.dp / step
         mfu = flops.model_flops_per_token_train(m, c) * tokens_per_s / (count * c.peak_flops_per_s)
         gpu_w = power.gpu_power_w(c, t, cal)
         out.update(step_s=step, tokens_per_s=tokens_per_s, mfu=mfu, bubble_s=t["bubble_s"],
                    optimizer_s=t["optimizer_s"], compute_s=t["compute_s"], memory_s=t["memory_s"],
                    comm_s=t["comm_s"], host_s=t["host_s"])
         energy_j = gpu_w * count * step
-        useful_tokens = c.batch * c.seq * c.micro_batches * c.dp
+        useful_tokens = c.seqs_per_replica * c.seq * c.micro_batches * c.dp
         useful_s = step
     else:
         r = replica_case(c)
@@ -200,7 +200,7 @@ def scaling(task: str, m: ModelNums, c: Case, out: dict[str, Num], cal: Calibrat
     """
     base = evaluate(task, m, replace(single_gpu_baseline(c), in_flight=float("inf")), cal)
     if task in TRAIN_TASKS:
-        per_gpu_batch = c.batch  # a DP rank's micro-batch: the single GPU runs the same micro-batches
+        per_gpu_batch = c.seqs_per_replica  # a DP rank's micro-batch: the single GPU runs the same micro-batches
         x1 = per_gpu_batch * c.seq * c.micro_batches / base["step_s"]
     else:
         x1 = base["useful_tokens_per_s"]

@@ -19,16 +19,17 @@ fit". Order (cheapest to the workload first):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gpumatch.catalog import GpuSpec
 from gpumatch.errors import InputError
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import model_nums
 from gpumatch.estimate.engine import evaluate, memory_items
-from gpumatch.estimate.options import Request, build_case, kv_precision
+from gpumatch.estimate.options import build_case, kv_precision
 from gpumatch.estimate.power import Site
 from gpumatch.estimate.precision import bytes_per_element
+from gpumatch.estimate.request import Request
 from gpumatch.models.arch import ModelArch
 from gpumatch.units import GIB
 from gpumatch.vocab import FULL_TRAINING_TASKS
@@ -52,10 +53,11 @@ def _training_changes(req: Request) -> Iterator[tuple[int, str, dict[str, object
     rc = ("selective", "full") if req.recompute == "none" else (("full",) if req.recompute == "selective" else ())
     for r in rc:
         yield 1, f"--recompute {r}", {"recompute": r}
-    smaller = sorted({max(1, req.batch // 2**k) for k in range(1, 8)} - {req.batch}, reverse=True)
+    micro, accum = req.seqs_per_replica, req.grad_accum
+    smaller = sorted({max(1, micro // 2**k) for k in range(1, 8)} - {micro}, reverse=True)
     for b in smaller:
-        mb = req.micro_batches * -(-req.batch // b)
-        yield 1, f"--batch {b} --micro-batches {mb}", {"batch": b, "micro_batches": mb}
+        mb = accum * -(-micro // b)
+        yield 1, f"--micro-batch {b} --micro-batches {mb}", {"micro_batch": b, "micro_batches": mb}
     top_zero = 1 if req.pp > 1 else 3
     zeros = range(req.zero + 1, top_zero + 1) if req.dp > 1 else range(0)
     for z in zeros:
@@ -64,9 +66,9 @@ def _training_changes(req: Request) -> Iterator[tuple[int, str, dict[str, object
     if full and not req.offload_optimizer:
         yield 1, "--offload-optimizer", {"offload_optimizer": True}
     if req.recompute != "full":
-        mb1 = req.micro_batches * req.batch
-        yield 1, f"--recompute full --batch 1 --micro-batches {mb1}", {"recompute": "full", "batch": 1,
-                                                                        "micro_batches": mb1}
+        mb1 = accum * micro
+        yield 1, f"--recompute full --micro-batch 1 --micro-batches {mb1}", {"recompute": "full", "micro_batch": 1,
+                                                                              "micro_batches": mb1}
         if req.dp > 1 and req.zero < top_zero:
             yield 1, f"--recompute full --zero {top_zero}", {"recompute": "full", "zero": top_zero}
         if full and not req.offload_optimizer:
@@ -84,8 +86,8 @@ def _inference_changes(req: Request) -> Iterator[tuple[int, str, dict[str, objec
     for p in ("int8", "fp8", "int4"):
         if bytes_per_element(p) < bytes_per_element(req.precision):
             yield 2, f"--precision {p}", {"precision": p}
-    for b in sorted({max(1, req.batch // 2**k) for k in range(1, 8)} - {req.batch}, reverse=True):
-        yield 4, f"--batch {b}", {"batch": b, "in_flight": None}
+    for c in sorted({max(1, req.in_flight // 2**k) for k in range(1, 8)} - {req.in_flight}, reverse=True):
+        yield 4, f"--concurrency {c}", {"concurrency": c}
 
 
 def _more_gpus(req: Request) -> Iterator[tuple[int, str, dict[str, object]]]:
@@ -126,7 +128,7 @@ def first_fit(arch: ModelArch, gpu: GpuSpec, req: Request, cal: Calibration, sit
         if best is not None and group != best.group:
             break  # the groups are in order: a fit in an earlier group wins
         try:
-            alt = replace(req, **change)  # type: ignore[arg-type]
+            alt = req.but(**change)
             case, _ = build_case(arch, gpu, alt)
         except InputError:
             continue  # e.g. a TP that does not divide the heads, a precision the card cannot compute

@@ -145,7 +145,7 @@ def training_activation_bytes(m: ModelNums, c: Case, cal: Calibration) -> tuple[
     full activations while that layer's backward runs. Logits ``s·b·V`` at ``cal.logits_bytes_per_element``
     live on the last stage (÷ TP: vocab-parallel head and loss).
     """
-    tokens = c.seq * c.batch
+    tokens = c.seq * c.seqs_per_replica
     nb = cal.norm_saved_bytes_per_element
     per_layer = layer_activation_bytes(m, tokens, c.seq, c, norm_bytes=nb)
     alive = layers_per_stage(m, c.pp) * vmin(c.micro_batches, c.pp)
@@ -167,7 +167,7 @@ def inference_activation_bytes(m: ModelNums, c: Case, chunk_tokens: Num) -> Num:
     layer = t * ab * (2.0 * m.hidden + (m.qkv_width + width * m.mlp_inner_width) / c.tp)
     # materialized scores: every query of the chunk against the sequence's keys (up to the whole prompt)
     scores = where(c.flash > 0, 0.0, m.heads / c.tp * vmin(c.prompt, t) * t * (ab + 4.0))
-    logits = c.batch * m.vocab * (ab + 4.0) / c.tp
+    logits = c.seqs_per_replica * m.vocab * (ab + 4.0) / c.tp
     return layer + scores + logits
 
 
@@ -179,7 +179,7 @@ def kv_cache_bytes(m: ModelNums, c: Case, tokens_per_seq: Num) -> Num:
         blocks = (1.0 - m.window_fraction) * blocks + m.window_fraction * vmin(blocks, window)
     shard = vmin(c.tp, m.kv_shard_heads)
     per_token = m.kv_elems_per_token_layer * c.kv_bytes * layers_per_stage(m, c.pp) / shard
-    return c.batch * blocks * per_token
+    return c.seqs_per_replica * blocks * per_token
 
 
 def tied_embedding_grad_bytes(m: ModelNums, c: Case) -> Num:

@@ -17,37 +17,38 @@ from typing import Any
 
 from gpumatch.estimate import flops
 from gpumatch.estimate._num import vmin
-from gpumatch.estimate.api import _request, model_arch, resolve_gpu
+from gpumatch.estimate.api import model_arch, resolve_gpu
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import model_nums
 from gpumatch.estimate.options import build_case
+from gpumatch.estimate.request import Request
 from gpumatch.estimate.roofline import GEMMS_PER_LAYER
 from gpumatch.models.arch import ModelArch
 from gpumatch.vocab import TRAINING_TASKS
 
 
-def operator_points(model: ModelArch | str, gpu: str, *, count: int | None = None,
-                    calibration: Calibration | None = None, **options: Any) -> dict[str, Any]:
+def operator_points(model: ModelArch | str, gpu: str, request: Request | None = None, *,
+                    calibration: Calibration | None = None) -> dict[str, Any]:
     """The roofline of ``gpu`` (``peak_flops_per_s`` of the precision used, ``bandwidth_bytes_per_s``) and one
     point per operator and phase: ``name``, ``phase``, ``flops``, ``bytes``, ``intensity`` (FLOP/B) and
-    ``attainable_flops_per_s``. ``options`` as :func:`gpumatch.estimate.estimate`."""
+    ``attainable_flops_per_s``. ``request`` as :func:`gpumatch.estimate.estimate` takes it."""
     cal = calibration or DEFAULT_CALIBRATION
     arch, spec = model_arch(model), resolve_gpu(gpu)
-    req = _request(count, options)
+    req = request or Request()
     c, _ = build_case(arch, spec, req)
     m = model_nums(arch)
     peak, bw = float(c.peak_flops_per_s), float(spec.memory_bandwidth_bytes_per_s)
     if req.task in TRAINING_TASKS:
-        phases = [("train step", float(c.batch * c.seq), float(flops.prefill_context(c.seq)))]
+        phases = [("train step", float(c.seqs_per_replica * c.seq), float(flops.prefill_context(c.seq)))]
     else:
-        phases = [("prefill", float(c.batch * c.prompt), float(flops.prefill_context(c.prompt))),
-                  ("decode", float(c.batch), float(flops.decode_context(c.prompt, c.gen)))]
+        phases = [("prefill", float(c.seqs_per_replica * c.prompt), float(flops.prefill_context(c.prompt))),
+                  ("decode", float(c.seqs_per_replica), float(flops.decode_context(c.prompt, c.gen)))]
     points = []
     for phase, tokens, ctx in phases:
         w_bytes = float(m.layer_matmul_params_active) * float(c.weight_bytes) / float(c.tp)
         act_io = tokens * float(c.act_bytes) * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
         kv_shard = float(vmin(c.tp, m.kv_shard_heads))
-        batch = float(c.batch)
+        batch = float(c.seqs_per_replica)
         kv_read = batch * float(flops.effective_context(m, ctx)) * m.kv_elems_per_token_layer * c.kv_bytes / kv_shard
         if phase != "decode":
             kv_read = 0.0  # prefill and training attend the K/V they just produced (roofline.prefill)

@@ -1,4 +1,4 @@
-"""From user-level options (strings, counts) to the numbers of a :class:`Case`, with validation.
+"""From a :class:`~gpumatch.estimate.request.Request` (validated there) to the numbers of a :class:`Case`.
 
 Training precision conventions, the mixed-precision recipe ``master_weights`` (issue 3 contract; issue 12
 item 4), bytes per parameter with AdamW:
@@ -29,189 +29,22 @@ item 4), bytes per parameter with AdamW:
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
-
 from gpumatch.catalog import GpuSpec
-from gpumatch.catalog.prices import DEFAULT_BASIS, HOURLY_BASES, check_basis, select_price
+from gpumatch.catalog.prices import DEFAULT_BASIS, HOURLY_BASES, select_price
 from gpumatch.errors import InputError
 from gpumatch.estimate.case import Case
-from gpumatch.estimate.engine import TASKS, TRAIN_TASKS
 from gpumatch.estimate.precision import (
-    KV_PRECISIONS,
     LOW_PRECISION_COMPUTE_KEYS,
-    WEIGHT_PRECISIONS,
     activation_precision,
     bytes_per_element,
     compute_path,
 )
-from gpumatch.estimate.replay import MAX_NUM_PROMPTS
+from gpumatch.estimate.request import AMP_PRECISIONS, Request, check_against
 from gpumatch.estimate.serving import engine_profile
 from gpumatch.models.arch import ModelArch
-from gpumatch.vocab import (
-    ADAPTER_TASKS,
-    ENGINES,
-    FOUR_BIT,
-    FULL_TRAINING_TASKS,
-    MASTER_WEIGHTS,
-    OPTIMIZERS,
-    RECOMPUTE_MODES,
-)
+from gpumatch.vocab import ADAPTER_TASKS, FULL_TRAINING_TASKS
 
-RECOMPUTE = RECOMPUTE_MODES
-MASTER = MASTER_WEIGHTS
-AMP_PRECISIONS = ("bf16", "fp16")
-"""Compute precisions ``master_weights="amp"`` autocasts to (``torch.autocast`` dtypes on CUDA)."""
 SCALEUP_DOMAIN = {"nvlink": 8.0, "infinity-fabric": 8.0, "ethernet": 8.0, "nvlink-bridge": 2.0, "none": 1.0}
-
-
-@dataclass(frozen=True)
-class Request:
-    """What to estimate, in the user's terms (CLI flags, workload file fields)."""
-
-    task: str = "infer"
-    batch: int = 1
-    seq: int | None = None
-    prompt: int | None = None
-    gen: int | None = None
-    precision: str = "bf16"
-    kv_precision: str | None = None
-    optimizer: str = "adamw"
-    master_weights: str = "fp32"
-    grad_bytes: float | None = None
-    recompute: str = "none"
-    flash: bool = True
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    zero: int = 0
-    micro_batches: int = 1
-    sequence_parallel: bool | None = None
-    lora_rank: int = 16
-    kv_block: int | None = None
-    gpus_per_node: int = 8
-    cuda_graphs: bool | None = None
-    offload_optimizer: bool = False
-    prefill_chunk: int = 8192
-    price_basis: str = DEFAULT_BASIS
-    """Which quotes price the GPU (:mod:`gpumatch.catalog.prices`): on-demand, reserved, spot or purchase."""
-    in_flight: int | None = None
-    """Inference: sequences in flight over all ``dp`` replicas when they do not fill every replica's ``batch``
-    (e.g. 32 requests on 3 replicas of 11); None = ``batch × dp``."""
-    engine: str | None = None
-    """Task ``serve``: the serving engine whose steady state is estimated (:mod:`gpumatch.estimate.serving`);
-    None = ``vllm`` for ``serve``; ``static`` = the static-batch model (the only one for ``infer``)."""
-    request_rate: float | None = None
-    """Task ``serve``: open-loop Poisson arrivals, requests/s over all replicas; None = closed loop at ``batch``."""
-    prefix_hit_ratio: float = 0.0
-    """Task ``serve``: share of each prompt found in the engine's prefix cache (not recomputed)."""
-    slo_ttft_s: float | None = None
-    slo_tpot_s: float | None = None
-    """Task ``serve``: targets for goodput (the highest request rate meeting both)."""
-    num_prompts: int | None = None
-    """Task ``serve``, closed loop: requests of the benchmark replayed pass by pass
-    (:mod:`gpumatch.estimate.replay`, first burst and convoys included); None = 10 × the requests in flight (the
-    published sweeps' setting); 0 = the long-run steady state (what the planner ranks)."""
-    length_low: float = 1.0
-    """Task ``serve``, replay: prompt and output lengths drawn uniformly in ``[length_low × L, L]`` (1 = fixed,
-    as ``vllm bench serve`` by default; 0.8 as InferenceX's ``--random-range-ratio``)."""
-    warnings: tuple[str, ...] = field(default=())
-
-    @property
-    def serving_engine(self) -> str:
-        """The engine the estimate models: ``engine``, else ``vllm`` for ``serve`` and ``static`` otherwise."""
-        if self.engine is not None:
-            return self.engine
-        return "vllm" if self.task == "serve" else "static"
-
-    @property
-    def training(self) -> bool:
-        return self.task in TRAIN_TASKS
-
-    @property
-    def count(self) -> int:
-        return self.tp * self.pp * self.dp
-
-
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise InputError(f"unknown {name} {value!r}", f"use one of {', '.join(allowed)}")
-
-
-def validate(arch: ModelArch, req: Request) -> None:
-    """Raise :class:`InputError` (one line, what to do) for impossible combinations."""
-    _choice("task", req.task, TASKS)
-    _choice("precision", req.precision, WEIGHT_PRECISIONS)
-    if req.kv_precision is not None:
-        _choice("kv precision", req.kv_precision, KV_PRECISIONS)
-    _choice("optimizer", req.optimizer, OPTIMIZERS)
-    _choice("master weights", req.master_weights, MASTER)
-    _check_amp(req)
-    _choice("recompute", req.recompute, RECOMPUTE)
-    check_basis(req.price_basis)
-    for name in ("batch", "tp", "pp", "dp", "micro_batches"):
-        if getattr(req, name) < 1:
-            raise InputError(f"{name.replace('_', '-')} must be at least 1, got {getattr(req, name)}")
-    for name in ("seq", "prompt", "gen"):
-        v = getattr(req, name)
-        if v is not None and v < 1:
-            raise InputError(f"{name} must be at least 1 token, got {v}")
-    if req.in_flight is not None:
-        if req.training:
-            raise InputError("in-flight sequences apply to inference only", "drop in_flight or use --task serve")
-        if not (req.dp <= req.in_flight <= req.batch * req.dp):
-            raise InputError(
-                f"{req.in_flight} sequences in flight do not fit {req.dp} replicas of batch {req.batch}",
-                f"give between {req.dp} (one per replica) and {req.batch * req.dp}, or leave it out",
-            )
-    if req.engine is not None:
-        _choice("engine", req.engine, ENGINES)
-        if req.engine != "static" and req.task != "serve":
-            raise InputError(f"engine {req.engine!r} applies to task 'serve', but the task is {req.task!r}",
-                             "use --task serve, or drop --engine")
-    serving_only = {"request_rate": req.request_rate, "slo_ttft_s": req.slo_ttft_s, "slo_tpot_s": req.slo_tpot_s,
-                    "prefix_hit_ratio": req.prefix_hit_ratio or None}
-    for name, value in serving_only.items():
-        if value is not None and req.serving_engine == "static":
-            raise InputError(f"{name.replace('_', '-')} needs a serving engine, but the engine is static",
-                             "use --task serve with --engine vllm, sglang or trtllm")
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            raise InputError(f"{name.replace('_', '-')} must be a positive finite number, got {value}")
-    if not 0.0 <= req.prefix_hit_ratio < 1.0:
-        raise InputError(f"prefix-cache hit ratio must be in [0, 1), got {req.prefix_hit_ratio}")
-    _check_replay(req)
-    if req.prefill_chunk < 0:
-        raise InputError(f"prefill chunk must be >= 0 tokens (0 = whole batch), got {req.prefill_chunk}")
-    if req.zero not in (0, 1, 2, 3):
-        raise InputError(f"zero stage must be 0, 1, 2 or 3, got {req.zero}")
-    if req.zero and not req.training:
-        raise InputError("ZeRO stages apply to training only", "drop --zero or use --task train")
-    if arch.heads % req.tp:
-        raise InputError(
-            f"tensor parallel {req.tp} does not divide the {arch.heads} attention heads of {arch.name}",
-            f"use a divisor of {arch.heads}",
-        )
-    if req.pp > arch.layers:
-        raise InputError(f"pipeline parallel {req.pp} exceeds the {arch.layers} layers of {arch.name}")
-    if req.offload_optimizer and not req.training:
-        raise InputError("optimizer offload applies to training only", "drop --offload-optimizer")
-    if req.training and req.precision in ("int8", *FOUR_BIT) and req.task != "qlora":
-        raise InputError(
-            f"{req.task} with {req.precision} weights is not a training recipe",
-            "use --task qlora for a 4-bit base, or bf16/fp8 for full training",
-        )
-
-
-def _check_amp(req: Request) -> None:
-    """``master_weights="amp"`` is a recipe of full training with 16-bit autocast (module docstring)."""
-    if req.master_weights != "amp" or not req.training:
-        return
-    if req.task not in FULL_TRAINING_TASKS:
-        raise InputError(f"master weights 'amp' apply to full training, but the task is {req.task!r} (adapters "
-                         "are fp32 already)", "drop --master-weights or use --task train or finetune")
-    if req.precision not in AMP_PRECISIONS:
-        raise InputError(f"master weights 'amp' autocast to bf16 or fp16, not {req.precision}",
-                         "use --precision bf16 (or fp16), or --master-weights fp32")
 
 
 def _amp(req: Request, weight_prec: str) -> bool:
@@ -322,7 +155,8 @@ def precision_numbers(req: Request) -> dict[str, float]:
         train_b, weight_b = 2.0, 3.0
     amp = _amp(req, weight_prec)
     if req.master_weights == "amp" and not amp:
-        req = replace(req, master_weights="fp32")  # fp8 compute, adapters: the fp32-master recipe (``_amp``)
+        # fp8 compute, adapters: the fp32-master recipe (``_amp``)
+        req = req.model_copy(update={"master_weights": "fp32"})
     opt, grads, adapter_opt = _optimizer_bytes(req, train_b)
     if req.training and req.master_weights == "fp32" and weight_prec in ("fp32", "tf32"):
         opt -= 4.0  # the fp32 weights are the master copy
@@ -348,8 +182,8 @@ def shape_numbers(req: Request) -> dict[str, float]:
     rc = req.recompute
     return {
         "tp": float(req.tp), "pp": float(req.pp), "dp": float(req.dp), "zero": float(req.zero),
-        "micro_batches": float(req.micro_batches), "gpus_per_node": float(req.gpus_per_node),
-        "batch": float(req.batch), "seq": float(seq), "prompt": float(prompt), "gen": float(gen),
+        "micro_batches": float(req.grad_accum), "gpus_per_node": float(req.gpus_per_node),
+        "seqs_per_replica": float(req.seqs_per_replica), "seq": float(seq), "prompt": float(prompt), "gen": float(gen),
         "kv_block": float(req.kv_block or (16 if req.task == "serve" else 1)),
         "split_kv": 1.0 if req.task == "serve" else 0.0,
         "fused": 1.0 if req.task == "serve" else 0.0,
@@ -357,7 +191,7 @@ def shape_numbers(req: Request) -> dict[str, float]:
         else 0.0,
         "offload": 1.0 if req.offload_optimizer else 0.0,
         "prefill_chunk": float(req.prefill_chunk),
-        "in_flight": float(req.in_flight) if req.in_flight is not None else float("inf"),
+        "in_flight": float("inf") if req.training else float(req.in_flight),
         "graphs": 1.0 if (req.cuda_graphs if req.cuda_graphs is not None else not req.training) else 0.0,
         "rc_full": 1.0 if rc == "full" else 0.0, "rc_selective": 1.0 if rc == "selective" else 0.0,
         "flash": 1.0 if req.flash else 0.0, "seq_parallel": 1.0 if sp else 0.0,
@@ -380,8 +214,9 @@ def gpu_numbers(gpu: GpuSpec, price_basis: str = DEFAULT_BASIS) -> dict[str, flo
 
 
 def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple[str, ...]]:
-    """The :class:`Case` of one request on one GPU, and the warnings it raises."""
-    validate(arch, req)
+    """The :class:`Case` of one request on one GPU, and the warnings it raises (the model's rules checked:
+    :func:`gpumatch.estimate.request.check_against`)."""
+    check_against(arch, req)
     path = compute_path(gpu, weight_precision(req))
     if path.peak_flops_per_s is None:
         raise InputError(path.warning)
@@ -397,17 +232,3 @@ def build_case(arch: ModelArch, gpu: GpuSpec, req: Request) -> tuple[Case, tuple
         **precision_numbers(req),
     )
     return case, tuple(warnings)
-
-
-def _check_replay(req: Request) -> None:
-    """A replayed benchmark needs a serving engine in closed loop, a count in range and a length fraction."""
-    asked = req.num_prompts is not None or req.length_low != 1.0
-    if asked and (req.serving_engine == "static" or req.request_rate is not None):
-        raise InputError("--num-prompts and --length-low replay a closed-loop benchmark of a serving engine",
-                         "use --task serve without --request-rate (engine vllm, sglang or trtllm)")
-    if req.num_prompts is not None and not 0 <= req.num_prompts <= MAX_NUM_PROMPTS:
-        raise InputError(f"--num-prompts must be 0 (steady state) to {MAX_NUM_PROMPTS}, got {req.num_prompts}")
-    if not 0.0 < req.length_low <= 1.0:
-        raise InputError(f"--length-low must be in (0, 1], got {req.length_low}",
-                         "1 = fixed lengths; 0.8 draws each length in [0.8 L, L]")
-

@@ -2,14 +2,13 @@
 
 The query holds what the command line said (strings and counts, None = not given). The shared concepts (task,
 model, concurrency, global and micro-batch, lengths, precisions, optimizer) go through the one mapping of a
-workload file and flags, :func:`gpumatch.workload.request.resolve_request`; :func:`estimate_options` turns the
-result into the options of :func:`gpumatch.estimate.estimate` (the path of a field: flag or file field ->
-:class:`~gpumatch.workload.request.WorkRequest` -> :class:`~gpumatch.estimate.options.Request` -> memory).
+workload file and flags, :func:`gpumatch.workload.request.resolve_request`; :func:`request_of` turns the
+result into the :class:`~gpumatch.estimate.request.Request` of :func:`gpumatch.estimate.estimate` (the path of a
+field: flag or file field -> :class:`~gpumatch.workload.request.WorkRequest` -> ``Request`` -> ``Case``).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +16,12 @@ from gpumatch.catalog import load_catalog
 from gpumatch.errors import InputError
 from gpumatch.estimate.api import estimate, memory_curve
 from gpumatch.estimate.calibration import Calibration, load_calibration_file
+from gpumatch.estimate.request import Request
 from gpumatch.estimate.results import Estimate
 from gpumatch.vocab import estimator_task
 from gpumatch.workload import load_workload
 from gpumatch.workload.quantities import token_count
-from gpumatch.workload.request import RequestFlags, WorkRequest, deprecation_notes, replicas_for, resolve_request
+from gpumatch.workload.request import RequestFlags, WorkRequest, deprecation_notes, resolve_request
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,10 @@ def run_estimate(query: EstimateQuery) -> EstimateRun:
     if len(gpus) > 1 and query.curve:
         raise InputError(f"--curve draws one GPU's memory curve, but --gpu was given {len(gpus)} times",
                          "drop --curve to compare, or give one --gpu")
-    options = estimate_options(work, query)
+    request = request_of(work, query)
     extras = _extras(query, work)
-    estimates = tuple(estimate(work.model, g, count=query.count, **options, **extras) for g in gpus)
-    curve = memory_curve(work.model, gpus[0], count=query.count, **options) if query.curve else []
+    estimates = tuple(estimate(work.model, g, request, **extras) for g in gpus)
+    curve = memory_curve(work.model, gpus[0], request) if query.curve else []
     return EstimateRun(estimates, curve, query.curve, deprecation_notes(work))
 
 
@@ -106,27 +106,31 @@ def distinct_gpus(names: tuple[str, ...]) -> list[str]:
     return out
 
 
-def estimate_options(work: WorkRequest, query: EstimateQuery) -> dict[str, Any]:
-    """The :class:`~gpumatch.estimate.options.Request` options of ``work`` with the query's layout: only what the
-    file or a flag set (defaults never trigger a rule).
+def request_of(work: WorkRequest, query: EstimateQuery) -> Request:
+    """The :class:`~gpumatch.estimate.request.Request` of ``work`` with the query's layout: only what the file
+    or a flag set (defaults never trigger a rule); the concepts keep their names, and the request splits them
+    over the replicas and DP ranks itself (:mod:`gpumatch.estimate.request`).
 
-    Inference: ``concurrency`` sequences in flight are spread over the replicas (``dp``) as the planner does,
-    ``ceil(concurrency / dp)`` each (``batch``), ``in_flight`` = concurrency when that leaves a slot empty.
-    Training: ``micro_batch`` is the batch per DP rank; a ``global_batch`` without it is spread over the DP
-    ranks (``ceil(global / dp)``, no accumulation); with both, the micro-batches per step (gradient
-    accumulation) are ``ceil(global / (micro × dp))`` unless ``--micro-batches`` says otherwise.
+    The deprecated ``estimate --batch`` of an inference task (sequences per replica) is ``concurrency`` =
+    that × the replicas. ``--micro-batches`` with a ``--global-batch`` flag is an error (both set the step's
+    batch); with a file's global batch, ``--micro-batches`` wins over the file's accumulation.
     """
-    keep = ("seq", "prompt", "gen", "precision", "kv_precision", "optimizer", "master_weights", "lora_rank",
-            "price_basis", "gpus_per_node", "engine", "request_rate", "prefix_hit_ratio", "slo_ttft_s", "slo_tpot_s")
+    keep = ("concurrency", "global_batch", "micro_batch", "seq", "prompt", "gen", "precision", "kv_precision",
+            "optimizer", "master_weights", "lora_rank", "price_basis", "gpus_per_node", "engine", "request_rate",
+            "prefix_hit_ratio", "slo_ttft_s", "slo_tpot_s")
     opts: dict[str, Any] = {k: v for k, v in work.given().items() if k in keep}
     opts["task"] = estimator_task(work.task)
-    layout = {"tp": query.tp, "pp": query.pp, "dp": query.dp, "zero": query.zero, "recompute": query.recompute,
-              "micro_batches": query.micro_batches, "offload_optimizer": query.offload_optimizer or None}
+    layout = {"count": query.count, "tp": query.tp, "pp": query.pp, "dp": query.dp, "zero": query.zero,
+              "recompute": query.recompute, "micro_batches": query.micro_batches,
+              "offload_optimizer": query.offload_optimizer or None, "num_prompts": query.num_prompts,
+              "length_low": query.length_low}
     opts.update({k: v for k, v in layout.items() if v is not None})
-    replay = {"num_prompts": query.num_prompts, "length_low": query.length_low}
-    opts.update({k: v for k, v in replay.items() if v is not None})
-    opts.update(_batch_options(work, query))
-    return opts
+    if work.replica_batch is not None:
+        opts["concurrency"] = work.replica_batch * _replicas(query)
+    if query.micro_batches is not None and "global_batch" in work.from_flags:
+        raise InputError(f"{work.flag('global_batch')} and --micro-batches both set the step's batch",
+                         "give --global-batch with --micro-batch, or --micro-batch with --micro-batches")
+    return Request(**opts)
 
 
 def _replicas(query: EstimateQuery) -> int:
@@ -135,33 +139,6 @@ def _replicas(query: EstimateQuery) -> int:
         return query.dp
     split = (query.tp or 1) * (query.pp or 1)
     return max(1, (query.count or split) // split)
-
-
-def _batch_options(work: WorkRequest, query: EstimateQuery) -> dict[str, Any]:
-    """``batch`` (per DP rank / replica), ``micro_batches`` and ``in_flight`` of ``work`` (see estimate_options)."""
-    dp = _replicas(query)
-    if not work.training:
-        if work.replica_batch is not None:
-            return {"batch": work.replica_batch}
-        if work.concurrency is None:
-            return {}
-        batch, in_flight = replicas_for(work.concurrency, dp)
-        out: dict[str, Any] = {"batch": batch} | ({} if in_flight is None else {"in_flight": in_flight})
-        if work.concurrency < dp:
-            out["warnings"] = (f"{work.flag('concurrency')} {work.concurrency} cannot fill {dp} replicas: estimated "
-                               f"with one sequence per replica ({dp} in flight)",)
-        return out
-    micro, total = work.micro_batch, work.global_batch
-    if total is None:
-        return {} if micro is None else {"batch": micro}
-    if query.micro_batches is not None:
-        if "global_batch" in work.from_flags:
-            raise InputError(f"{work.flag('global_batch')} and --micro-batches both set the step's batch",
-                             "give --global-batch with --micro-batch, or --micro-batch with --micro-batches")
-        return {"batch": micro if micro is not None else math.ceil(total / (dp * query.micro_batches))}
-    if micro is None:
-        return {"batch": math.ceil(total / dp)}
-    return {"batch": micro, "micro_batches": max(1, math.ceil(total / (micro * dp)))}
 
 
 def _extras(query: EstimateQuery, work: WorkRequest) -> dict[str, Any]:

@@ -166,7 +166,8 @@ def costs(m: ModelNums, c: Case, cal: Calibration, max_batch: int, max_context: 
     ``max_context`` tokens (one vectorized evaluation each)."""
     batches = np.arange(1, max_batch + 1, dtype=float)[:, None]
     contexts = np.linspace(1.0, max(max_context, 2.0), CONTEXT_POINTS)
-    table = np.broadcast_to(roofline.decode_step(m, replace(c, batch=batches), contexts[None, :], cal)["time_s"],
+    table = np.broadcast_to(roofline.decode_step(m, replace(c, seqs_per_replica=batches), contexts[None, :],
+                                                 cal)["time_s"],
                             (max_batch, CONTEXT_POINTS))
     xs = np.unique(np.concatenate(([1.0], np.geomspace(1.0, max(max_context, 2.0), PREFILL_POINTS))))
     full = np.broadcast_to(roofline.prefill(m, replace(c, prompt=xs), cal, batch=1.0)["time_s"], xs.shape)

@@ -77,11 +77,12 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
     act_io = tokens * c.act_bytes * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
     gemm = op(flops.layer_gemm_flops(m, tokens) / c.tp, w_bytes + act_io, GEMMS_PER_LAYER, c, cal)
     kv_shard = vmin(c.tp, m.kv_shard_heads)
-    kv_read = c.batch * flops.effective_context(m, context) * m.kv_elems_per_token_layer * c.kv_bytes / kv_shard
+    kv_read = (c.seqs_per_replica * flops.effective_context(m, context) * m.kv_elems_per_token_layer * c.kv_bytes
+               / kv_shard)
     qo = tokens * c.act_bytes * 2.0 * m.heads * m.head_dim / c.tp
     tc, tm = op(flops.attention_flops(m, tokens, context) / c.tp, kv_read + qo, 1.0, c, cal, attention=True)
     # without split-KV, one thread block per (sequence, KV head) streams the cache: too few blocks starve HBM
-    blocks = c.batch * m.kv_shard_heads / kv_shard
+    blocks = c.seqs_per_replica * m.kv_shard_heads / kv_shard
     starved = vmax(1.0, cal.decode_attention_full_bw_blocks * (1.0 - c.split_kv) / blocks)
     attn = (tc, tm * starved)
     elem = op(0.0, elementwise_bytes(m, c, tokens, cal), 1.0, c, cal)
@@ -196,9 +197,9 @@ def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[s
     together, so TPOT = ``max(latency of a micro-batch of batch/k, k × the slowest stage's time for it)`` and the
     throughput ``batch / TPOT``; a plain PyTorch run (``k = 1``) keeps the whole batch on one stage at a time.
     """
-    k = pipeline_micro_batches(c, c.batch)
-    mc = c if is_one(k) else replace(c, batch=c.batch / k)
-    tokens = mc.batch
+    k = pipeline_micro_batches(c, c.seqs_per_replica)
+    mc = c if is_one(k) else replace(c, seqs_per_replica=c.seqs_per_replica / k)
+    tokens = mc.seqs_per_replica
     parts = _forward_layer(m, mc, tokens, context, cal)
     head = op(flops.head_flops(m, tokens) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
     lat, stage = _stages(m, mc, parts, head, _tp_allreduces(m, c, tokens, 2.0, cal), _pp_hops(m, c, tokens, cal),
@@ -207,13 +208,13 @@ def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[s
 
 
 def prefill(m: ModelNums, c: Case, cal: Calibration, batch: Num = None) -> dict[str, Num]:
-    """A causal forward over ``batch × prompt`` tokens (``batch`` defaults to ``c.batch``); logits of the last
-    position only. Prefill kernels are dispatched one by one (no CUDA graph), as plain PyTorch and most engines
+    """A causal forward over ``batch × prompt`` tokens (``batch``: ``c.seqs_per_replica`` by default); logits of the
+    last position only. Prefill kernels are dispatched one by one (no CUDA graph), as plain PyTorch and most engines
     run variable-length prefills. With pipeline stages a serving engine splits the prompts into
     :func:`pipeline_micro_batches` ``k`` micro-batches that follow each other through the stages (fill and drain:
     the latency of one plus ``k − 1`` times the slowest stage)."""
     if batch is None:
-        batch = c.batch
+        batch = c.seqs_per_replica
     k = pipeline_micro_batches(c, batch)
     batch = batch / k if not is_one(k) else batch
     tokens = batch * c.prompt

@@ -32,23 +32,23 @@ def engine_state(
     if engine == "static":
         return None, case, ""
     dp = float(case.dp)
-    per_replica = float(in_flight_sequences(case)) / dp
+    seqs_per_replica = float(in_flight_sequences(case)) / dp
     rate = None if request_rate is None else request_rate / dp
     try:
         share = None if bench is None else replace(bench, num_prompts=math.ceil(bench.num_prompts / dp))
-        sv = serving.steady_state(m, replica_case(case), cal, engine, gpu_name, concurrency=per_replica,
+        sv = serving.steady_state(m, replica_case(case), cal, engine, gpu_name, concurrency=seqs_per_replica,
                                   request_rate=rate, prefix_hit_ratio=prefix_hit_ratio, targets=targets,
                                   bench=share)
     except serving.NoRoom as e:
         return None, case, f"{e}: estimated with the static-batch model"
-    held = sv.running if rate is not None else min(sv.running, per_replica)  # open loop: as many as the rate holds
+    held = sv.running if rate is not None else min(sv.running, seqs_per_replica)  # open loop: as many as the rate holds
     running = float(max(1, math.ceil(held - 1e-9)))
     note = "" if sv.stable or request_rate is None else (
         f"--request-rate {request_rate:g}/s is at or above what {sv.engine} serves "
         f"({sv.saturated_requests_per_s * dp:.3g} requests/s): the queue grows without bound (TTFT has no mean)")
     if sv.replay_note:
         note = f"{note}; {sv.replay_note}" if note else sv.replay_note
-    return sv, replace(case, batch=running, in_flight=running * dp), note
+    return sv, replace(case, seqs_per_replica=running, in_flight=running * dp), note
 
 
 def benchmark_of(num_prompts: int | None, length_low: float, case: Case) -> replay.Benchmark:
@@ -64,7 +64,7 @@ def apply_engine(out: dict[str, Any], sv: serving.Serving | None, run_case: Case
     sets (nothing when ``sv`` is None)."""
     if sv is None:
         return
-    out.update(serving.serving_memory({k: float(v) for k, v in out.items()}, sv, float(run_case.batch)))
+    out.update(serving.serving_memory({k: float(v) for k, v in out.items()}, sv, float(run_case.seqs_per_replica)))
     out.update(serving.serving_metrics({k: float(v) for k, v in out.items()}, sv, float(case.dp), float(case.gen),
                                        site))
 

@@ -228,7 +228,8 @@ class _Costs:
 
     def decode(self, batch: float) -> float:
         ctx = flops.decode_context(self.prompt, self.gen)
-        return float(roofline.decode_step(self.m, replace(self.c, batch=max(batch, 1e-9)), ctx, self.cal)["time_s"])
+        c = replace(self.c, seqs_per_replica=max(batch, 1e-9))
+        return float(roofline.decode_step(self.m, c, ctx, self.cal)["time_s"])
 
     def host(self, seqs: float) -> float:
         return self.profile.host_pass_s + self.profile.host_seq_s * seqs
@@ -250,7 +251,7 @@ def kv_pool(m: ModelNums, c: Case, cal: Calibration, profile: EngineProfile, bud
     """KV bytes per GPU the engine keeps: its memory share minus weights, the activations of a ``budget``-token
     pass and the runtime overhead (``memory_fraction_of = "total"``), or its share of what those leave
     (``"free"``)."""
-    items = _memory_items(m, replace(c, batch=1.0, prefill_chunk=max(budget, 1.0)), cal)
+    items = _memory_items(m, replace(c, seqs_per_replica=1.0, prefill_chunk=max(budget, 1.0)), cal)
     used = items["weights_bytes"] + items["activations_bytes"] + items["overhead_bytes"]
     cap = float(c.capacity_bytes)
     if profile.memory_fraction_of == "total":
@@ -266,7 +267,7 @@ def kv_per_seq(m: ModelNums, c: Case, profile: EngineProfile, prompt: float, gen
     """KV bytes per GPU of one admitted sequence: at prompt + output tokens (``reserve``) or at the mean a running
     sequence holds, prompt + half its output (``on-demand``), block-rounded."""
     tokens = prompt + (gen if profile.kv_admission == "reserve" else gen / 2.0)
-    return float(memory.kv_cache_bytes(m, replace(c, batch=1.0), tokens))
+    return float(memory.kv_cache_bytes(m, replace(c, seqs_per_replica=1.0), tokens))
 
 
 def kv_slots(m: ModelNums, c: Case, profile: EngineProfile, pool: float, prompt: float, gen: float) -> float:
@@ -429,7 +430,7 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
     and TPOT are kept beside them. A prefix-cache hit ratio shortens every computed prompt by that share."""
     clients = max(1, round(sv.concurrency))
     prompt = float(c.prompt) * (1.0 - prefix_hit_ratio)
-    per_token = float(memory.kv_cache_bytes(m, replace(c, batch=1.0), 1.0e6)) / 1.0e6
+    per_token = float(memory.kv_cache_bytes(m, replace(c, seqs_per_replica=1.0), 1.0e6)) / 1.0e6
     sched = replay.Scheduler(
         schedule=profile.schedule, token_budget=float(tier.token_budget),
         max_seqs=float(tier.max_seqs) if tier.max_seqs else math.inf,

@@ -40,7 +40,7 @@ from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, elementwi
 
 def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num, Num, Num]:
     """(compute-bound s, memory-bound s, TP comm s, host s) of one micro-batch on the slowest stage."""
-    tokens = c.batch * c.seq
+    tokens = c.seqs_per_replica * c.seq
     gemm_mult, _ = flops.training_multipliers(c)
     attn_fwd, attn_bwd = flops.attention_training_split(c)
     lora = (1.0 - c.full_train) * 6.0 * tokens * m.lora_params_per_rank_layer * c.lora_rank
@@ -101,7 +101,7 @@ def train_step(m: ModelNums, c: Case, cal: Calibration) -> dict[str, Num]:
     bubble_share = slots / c.micro_batches
     # pipeline sends: forward activations and backward gradients per micro-batch per boundary
     bw_pp, hop_pp = comm.link(c, c.tp * c.dp * c.pp, cal)
-    tokens = c.batch * c.seq
+    tokens = c.seqs_per_replica * c.seq
     pp_comm = where(c.pp > 1, 2.0 * slots * comm.p2p_s(tokens * m.hidden * c.act_bytes / c.tp, bw_pp, hop_pp, cal), 0.0)
     # data-parallel gradient sync (and ZeRO-3 parameter gathers), partly hidden by the last backward
     trainable = trainable_params_per_gpu(m, c)

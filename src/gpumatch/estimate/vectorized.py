@@ -3,7 +3,7 @@
 Usage (one model, one task; every keyword may be a scalar or a 1-D array of the same length)::
 
     table = gpu_table(load_catalog().gpus)
-    case = candidate_case(arch, table, "train", gpu_index=gi, tp=tp, pp=pp, dp=dp, zero=z, batch=b,
+    case = candidate_case(arch, table, "train", gpu_index=gi, tp=tp, pp=pp, dp=dp, zero=z, seqs_per_replica=b,
                           micro_batches=m, seq=4096, precision=prec, recompute=rc)
     out = evaluate("train", model_nums(arch), case, calibration)   # dict of arrays
     ok = out["fits"] & case_supported(case)
@@ -26,13 +26,14 @@ import numpy.typing as npt
 from gpumatch.catalog import GpuSpec
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.case import Case
-from gpumatch.estimate.options import Request, gpu_numbers, precision_numbers, shape_numbers, weight_precision
+from gpumatch.estimate.options import gpu_numbers, precision_numbers, shape_numbers, weight_precision
 from gpumatch.estimate.precision import (
     LOW_PRECISION_COMPUTE_KEYS,
     WEIGHT_PRECISIONS,
     activation_precision,
     compute_path,
 )
+from gpumatch.estimate.request import Request
 from gpumatch.models.arch import ModelArch
 
 FloatArray = npt.NDArray[np.float64]
@@ -104,18 +105,21 @@ def candidate_case(
     engine: str | None = None,
     **numbers: Any,
 ) -> Case:
-    """A :class:`Case` over candidates. ``numbers``: tp, pp, dp, zero, batch, micro_batches, seq, prompt, gen,
-    lora_rank, gpus_per_node, kv_block (scalars or arrays); ``engine`` the serving engine of task ``serve``.
+    """A :class:`Case` over candidates. ``numbers``: Case fields such as tp, pp, dp, zero, seqs_per_replica,
+    micro_batches, in_flight, seq, prompt, gen, lora_rank, gpus_per_node, kv_block (scalars or arrays; the split
+    of a request into them is :mod:`gpumatch.estimate.request`'s); ``engine`` the serving engine of task ``serve``.
     ``precision``/``kv_precision``/``recompute`` may be
     arrays of strings. Candidates whose precision the GPU cannot compute get a NaN peak (see case_supported).
     """
     gi = np.asarray(gpu_index, dtype=np.intp)
     n = int(np.broadcast_shapes(gi.shape, *(np.shape(v) for v in numbers.values()))[0]) if gi.ndim else 1
     gi = np.broadcast_to(gi, (n,))
-    base = Request(task=task, optimizer=optimizer, master_weights=master_weights,
-                   engine=engine if task == "serve" else None)
+    # the categorical options shared by every candidate, read by the per-value helpers below; not a user's request
+    # (a plan's recipe may name options a candidate's mitigation changes, e.g. AMP with a QLoRA base): unvalidated
+    base = Request.model_construct(task=task, optimizer=optimizer, master_weights=master_weights,
+                                   engine=engine if task == "serve" else None)
     shape = shape_numbers(base)
-    shape = {k: v for k, v in shape.items() if k not in ("tp", "pp", "dp", "zero", "seq_parallel")}
+    shape = {k: v for k, v in shape.items() if k not in ("tp", "pp", "dp", "zero", "seq_parallel", "in_flight")}
     if not base.training and "seq" in numbers and "prompt" not in numbers:
         numbers = dict(numbers, prompt=numbers["seq"])
     fields: dict[str, Any] = {k: v[gi] for k, v in table.fields.items()}
@@ -150,9 +154,7 @@ def candidate_case(
 
 
 def _with(req: Request, **kw: Any) -> Request:
-    from dataclasses import replace
-
-    return replace(req, **kw)
+    return req.model_copy(update=kw)
 
 
 def case_supported(case: Case) -> Any:

@@ -37,9 +37,9 @@ def _options(metric: str, config: dict[str, Any]) -> dict[str, Any] | None:
     from gpumatch.calibrate.cases import train_setup
 
     if metric == "decode_step_s":
-        return {"task": "infer", "batch": config["batch"], "prompt": config["context"] - 1, "gen": 1}
+        return {"task": "infer", "concurrency": config["batch"], "prompt": config["context"] - 1, "gen": 1}
     if metric == "prefill_s":
-        return {"task": "infer", "batch": config["batch"], "prompt": config["seq"], "gen": 1}
+        return {"task": "infer", "concurrency": config["batch"], "prompt": config["seq"], "gen": 1}
     if metric in ("train_step_s", "train_peak_memory_bytes"):
         return train_setup(config)[1]
     return None

@@ -117,24 +117,21 @@ def pick_section(model: str, role: str, role_title: str, entry: dict[str, Any],
                  request: dict[str, Any]) -> dict[str, Any]:
     """One shortlisted card: the entry, its roofline, memory curve, experiments and procurement re-checks."""
     from gpumatch.catalog import get_gpu
-    from gpumatch.estimate import memory_curve
+    from gpumatch.estimate import Request, memory_curve
     from gpumatch.estimate.operators import operator_points
 
-    opts = dict(entry["estimate_options"])
-    count = int(opts.pop("count", 1))
+    req = Request(**entry["estimate_options"])
+    count = req.count
     spec = get_gpu(entry["gpu"])
     train = request.get("task") in TRAINING_TASKS
-    curve_opts = {k: v for k, v in opts.items() if k not in ("batch", "seq", "prompt", "in_flight")}
     seqs = (512, 1024, 2048, 4096, 8192, 16384, 32768)
-    curve = memory_curve(model, spec.name, count=count, batches=(1, 2, 4, 8, 16, 32, 64, 128), seqs=seqs,
-                         **curve_opts)
+    curve = memory_curve(model, spec.name, req, batches=(1, 2, 4, 8, 16, 32, 64, 128), seqs=seqs)
     capacity = float(entry["estimate"]["capacity_bytes"])
-    per_replica = int(opts.get("in_flight") or opts.get("batch") or 1)
-    length = int((opts.get("seq") if train else opts.get("prompt")) or 0)
-    here = {"batch": min(per_replica, int(opts.get("batch") or per_replica)), "seq": length,
+    length = int((req.seq if train else req.prompt) or 0)
+    here = {"batch": req.seqs_per_replica, "seq": length,
             "total_bytes": float(entry["estimate"]["total_bytes"])} if length else None
     return {"role": role, "role_title": role_title, "entry": entry, "gpu": spec.name, "count": count,
-            "roofline": operator_points(model, spec.name, count=count, **opts),
+            "roofline": operator_points(model, spec.name, req),
             "memory_curve": curve, "capacity_bytes": capacity, "here": here,
             "x_label": "sequence" if train else "prompt",
             "procurement": procurement_checks(spec, count, entry, request)}

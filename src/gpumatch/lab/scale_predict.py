@@ -36,15 +36,15 @@ def workload_step_s(workload: str, model: str | None, card: str | None, n: int, 
     """The estimator's step seconds for one rung (module docstring), or None (no card, no named model, refused)."""
     if card is None or model is None:
         return None
-    from gpumatch.estimate import estimate
+    from gpumatch.estimate import Request, estimate
 
     try:
         if workload in ("ddp", "fsdp"):
-            est = estimate(model, card, count=n, task="train", dp=n, zero=3 if workload == "fsdp" else 0,
-                           batch=batch, seq=seq, with_scaling=False)
+            est = estimate(model, card, Request(task="train", dp=n, zero=3 if workload == "fsdp" else 0,
+                                                micro_batch=batch, seq=seq), with_scaling=False)
             value = est.metrics.get("step_s")
         elif workload == "tp-decode":
-            est = estimate(model, card, count=n, task="infer", tp=n, batch=batch, prompt=max(seq - 1, 1), gen=1,
+            est = estimate(model, card, Request(task="infer", tp=n, concurrency=batch, prompt=max(seq - 1, 1), gen=1),
                            with_scaling=False)
             value = est.metrics.get("tpot_s")
         else:

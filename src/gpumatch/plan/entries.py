@@ -26,10 +26,10 @@ def layout_of(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, Any]:
     accumulation (training) or replicas and sequences per replica (inference)."""
     layout: dict[str, Any] = {"tp": int(cs.tp[i]), "pp": int(cs.pp[i])}
     if req.training:
-        layout.update(dp=int(cs.dp[i]), zero=int(cs.zero[i]), micro_batch=int(cs.micro[i]),
-                      grad_accum=int(cs.accum[i]))
+        layout.update(dp=int(cs.dp[i]), zero=int(cs.zero[i]), micro_batch=int(cs.seqs_per_replica[i]),
+                      grad_accum=int(cs.grad_accum[i]))
     else:
-        layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.micro[i]))
+        layout.update(replicas=int(cs.dp[i]), sequences_per_replica=int(cs.seqs_per_replica[i]))
     return layout
 
 
@@ -90,25 +90,27 @@ def price_fields(choice: PriceChoice, priced: bool) -> dict[str, Any]:
 def estimate_options(req: PlanRequest, cs: CandidateSet, i: int) -> dict[str, Any]:
     """The :func:`gpumatch.estimate.estimate` keywords (with ``count``) that evaluate candidate ``i`` alone.
 
-    ``gpumatch estimate`` with these options gives the same memory, times, tokens/s and cost as the plan entry:
-    both go through the same engine functions (the agreement is tested). Inference: ``dp`` is the replicas,
-    ``batch`` the sequences per replica and ``in_flight`` the sequences over all replicas (less than
-    ``batch × dp`` when the replicas do not divide the requests in flight).
+    They are the fields of a :class:`gpumatch.estimate.Request`: ``gpumatch estimate`` with them gives the same
+    memory, times, tokens/s and cost as the plan entry, both going through the same engine functions and the
+    request's split rules (the agreement is tested). Inference: ``dp`` replicas share the plan's
+    ``concurrency``; training: the candidate's ``micro_batch`` of the plan's ``global_batch``, whose
+    micro-batches per step follow (:func:`gpumatch.estimate.request.grad_accum`).
     """
     mit = cs.mitigations[int(cs.mit[i])]
     task = "qlora" if mit.qlora else req.task
     opts: dict[str, Any] = {
         "task": task, "count": int(cs.count[i]), "tp": int(cs.tp[i]), "pp": int(cs.pp[i]), "dp": int(cs.dp[i]),
-        "batch": int(cs.micro[i]), "precision": "nf4" if task == "qlora" else mit.precision,
+        "precision": "nf4" if task == "qlora" else mit.precision,
         "gpus_per_node": req.gpus_per_node, "price_basis": req.price_basis,
     }
     if req.training:
-        opts.update(seq=req.seq, zero=int(cs.zero[i]), micro_batches=int(cs.accum[i]), recompute=mit.recompute,
+        opts.update(global_batch=req.global_batch, micro_batch=int(cs.seqs_per_replica[i]), seq=req.seq,
+                    zero=int(cs.zero[i]), recompute=mit.recompute,
                     optimizer=req.optimizer, master_weights=req.master_weights, offload_optimizer=mit.offload)
         if task in ADAPTER_TASKS:
             opts["lora_rank"] = req.lora_rank
     else:
-        opts.update(prompt=req.prompt, gen=req.gen, in_flight=min(req.batch, int(cs.micro[i]) * int(cs.dp[i])))
+        opts.update(concurrency=req.concurrency, prompt=req.prompt, gen=req.gen)
         if task == "serve":
             opts["engine"] = req.serving_engine  # the model the plan ranked on (served.py)
             if req.serving_engine != "static":

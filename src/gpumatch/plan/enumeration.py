@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.estimate.precision import BYTES_PER_ELEMENT, activation_precision
+from gpumatch.estimate.request import grad_accum, seqs_per_replica
 from gpumatch.plan.request import PlanRequest
 from gpumatch.vocab import RECOMPUTE_MODES
 
@@ -74,8 +75,9 @@ class Mitigation:
 
 @dataclass(frozen=True)
 class CandidateSet:
-    """Candidates as columns. ``gpu`` indexes the GPU table; ``mit`` indexes ``mitigations``; ``micro`` is the
-    per-GPU micro-batch (training) or sequences per replica (inference); ``accum`` the micro-batches per step."""
+    """Candidates as columns. ``gpu`` indexes the GPU table; ``mit`` indexes ``mitigations``;
+    ``seqs_per_replica`` the micro-batch per DP rank (training) or the sequences per replica (inference), as
+    :attr:`gpumatch.estimate.request.Request.seqs_per_replica`; ``grad_accum`` the micro-batches per step."""
 
     gpu: IntArray
     count: IntArray
@@ -83,8 +85,8 @@ class CandidateSet:
     pp: IntArray
     dp: IntArray
     zero: IntArray
-    micro: IntArray
-    accum: IntArray
+    seqs_per_replica: IntArray
+    grad_accum: IntArray
     mit: IntArray
     mitigations: tuple[Mitigation, ...]
 
@@ -97,7 +99,7 @@ class CandidateSet:
         return CandidateSet(mitigations=self.mitigations, **cols)
 
 
-_COLUMNS = ("gpu", "count", "tp", "pp", "dp", "zero", "micro", "accum", "mit")
+_COLUMNS = ("gpu", "count", "tp", "pp", "dp", "zero", "seqs_per_replica", "grad_accum", "mit")
 
 
 def gpu_counts(max_gpus: int, gpus_per_node: int) -> tuple[int, ...]:
@@ -124,11 +126,11 @@ def _pp_degrees(req: PlanRequest) -> tuple[int, ...]:
 
 def dp_limit(req: PlanRequest) -> int:
     """The most data-parallel ranks (training) or replicas (inference) that all get work: one micro-batch per
-    rank of the global batch (``batch // micro_batch`` when the micro-batch is fixed), one sequence in flight per
-    replica. More would leave GPUs idle, so the planner does not enumerate them."""
+    rank of the global batch (``global_batch // micro_batch`` when the micro-batch is fixed), one sequence in
+    flight per replica. More would leave GPUs idle, so the planner does not enumerate them."""
     if not req.training:
-        return max(1, req.batch)
-    return max(1, req.batch // (req.micro_batch or 1))
+        return max(1, req.concurrency)
+    return max(1, req.global_batch // (req.micro_batch or 1))
 
 
 def useful_max_gpus(req: PlanRequest) -> int:
@@ -158,7 +160,7 @@ def _blocks(req: PlanRequest, counts: IntArray) -> list[tuple[IntArray, int, int
                 zn = n[(z == 0) | ((dp > 1) & ((pp == 1) | (z <= 1)))]
                 zdp = zn // (tp * pp)
                 for bi, b in enumerate(micros):
-                    ok = (b * zdp <= max(req.batch, 1)) | (b == 1) if req.micro_batch is None else \
+                    ok = (b * zdp <= max(req.global_batch, 1)) | (b == 1) if req.micro_batch is None else \
                         np.ones(zn.size, dtype=bool)
                     if ok.any():
                         out.append((zn[ok], ti, pi, z, bi, b))
@@ -173,7 +175,9 @@ def layouts(req: PlanRequest) -> list[tuple[int, int, int, int, int, int, int]]:
 def layout_array(req: PlanRequest) -> IntArray:
     """:func:`layouts` as an (n, 7) array, ordered by count, then TP, PP, ZeRO and micro-batch as listed.
 
-    Counts stop at :func:`useful_max_gpus`; data-parallel ranks and replicas at :func:`dp_limit`.
+    Counts stop at :func:`useful_max_gpus`; data-parallel ranks and replicas at :func:`dp_limit`. Sequences per
+    replica and micro-batches per step follow the request's rules (:func:`gpumatch.estimate.request.
+    seqs_per_replica`, :func:`~gpumatch.estimate.request.grad_accum`), the ones ``gpumatch estimate`` applies.
     """
     counts = _counts(min(req.max_gpus, useful_max_gpus(req)), req.gpus_per_node)
     tps, pps = _tp_degrees(req), _pp_degrees(req)
@@ -181,10 +185,10 @@ def layout_array(req: PlanRequest) -> IntArray:
     for n, ti, pi, z, bi, b in _blocks(req, counts):
         tp, pp = tps[ti], pps[pi]
         dp = n // (tp * pp)
-        if b < 0:  # inference: ceil(batch / replicas) sequences per replica
-            micro, accum = -(-req.batch // dp), np.ones_like(n)
+        if b < 0:  # inference: the sequences in flight split over the replicas
+            micro, accum = seqs_per_replica(req.concurrency, dp), np.ones_like(n)
         else:
-            micro, accum = np.full_like(n, b), np.maximum(1, -(-req.batch // (b * dp)))
+            micro, accum = np.full_like(n, b), grad_accum(req.global_batch, b, dp)
         parts.append(np.stack([n, np.full_like(n, tp), np.full_like(n, pp), dp, np.full_like(n, z), micro, accum], 1))
         keys.append(np.stack([n, np.full_like(n, ti), np.full_like(n, pi), np.full_like(n, z), np.full_like(n, bi)], 1))
     if not parts:
@@ -241,7 +245,7 @@ def enumerate_candidates(req: PlanRequest, n_gpus: int,
     gpu = np.repeat(np.arange(n_gpus, dtype=np.int64), per_gpu)
     within = np.arange(gpu.size, dtype=np.int64) - np.repeat(np.cumsum(per_gpu) - per_gpu, per_gpu)
     row, mit = within // max(n_mit, 1), within % max(n_mit, 1)
-    cols = {name: lay[row, i] for i, name in enumerate(("count", "tp", "pp", "dp", "zero", "micro", "accum"))}
+    cols = {name: lay[row, i] for i, name in enumerate(_COLUMNS[1:-1])}
     if req.training:
         keep = ~np.array([m.offload for m in mits])[mit] | (cols["count"] <= req.gpus_per_node)
         gpu, mit = gpu[keep], mit[keep]

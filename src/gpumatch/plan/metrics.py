@@ -58,17 +58,18 @@ def build_case(req: PlanRequest, table: GpuTable, cs: CandidateSet, prices: Pric
     rc = Choice(tuple(m.recompute for m in mits), cs.mit)
     f = np.float64
     numbers: dict[str, Any] = {
-        "tp": cs.tp.astype(f), "pp": cs.pp.astype(f), "zero": cs.zero.astype(f), "batch": cs.micro.astype(f),
+        "tp": cs.tp.astype(f), "pp": cs.pp.astype(f), "zero": cs.zero.astype(f),
+        "seqs_per_replica": cs.seqs_per_replica.astype(f),
         "gpus_per_node": float(req.gpus_per_node),
     }
     if req.training:
-        numbers.update(dp=cs.dp.astype(f), micro_batches=cs.accum.astype(f), seq=float(req.seq),
+        numbers.update(dp=cs.dp.astype(f), micro_batches=cs.grad_accum.astype(f), seq=float(req.seq),
                        offload=np.array([float(m.offload) for m in mits])[cs.mit])
         if req.task in ADAPTER_TASKS:
             numbers["lora_rank"] = float(req.lora_rank)
     else:
         numbers.update(dp=cs.dp.astype(f), micro_batches=1.0, prompt=float(req.prompt), gen=float(req.gen),
-                       in_flight=float(req.batch))
+                       in_flight=float(req.concurrency))
     case = candidate_case(req.model, table, _task(req, qlora), gpu_index=cs.gpu, precision=prec, kv_precision=kv,
                           recompute=rc, optimizer=req.optimizer, master_weights=req.master_weights,
                           engine=req.serving_engine if req.task == "serve" else None, **numbers)

@@ -344,12 +344,14 @@ def _latency(req: PlanRequest, pm: dict[str, FloatArray]) -> FloatArray:
 
 def _request_dict(req: PlanRequest) -> dict[str, Any]:
     d: dict[str, Any] = {k: getattr(req, k) for k in (
-        "name", "task", "precision", "kv_precision", "batch", "micro_batch", "seq", "prompt", "gen", "max_gpus",
+        "name", "task", "precision", "kv_precision", "micro_batch", "seq", "prompt", "gen", "max_gpus",
         "gpus_per_node", "w_per_node", "psu_w", "cooling", "budget_usd", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
         "tpot_p99_s", "tokens_per_s", "train_tokens", "deadline_s")}
     d["model"] = req.model.name
     d["dev"] = req.dev
-    d["concurrency"], d["global_batch"] = req.concurrency, req.global_batch  # "batch" by its concept's name
+    # each batch concept under its own name, None for the other kind of task
+    d["concurrency"] = None if req.training else req.concurrency
+    d["global_batch"] = req.global_batch if req.training else None
     return d
 
 

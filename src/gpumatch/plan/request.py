@@ -10,8 +10,9 @@ uses too (a serving file's sequences in flight are ``max(batch_size, concurrency
 Plan-only choices (and why):
 - task ``dev`` is planned as single-stream inference (the estimator has no "dev" task; a development box
   must above all load and run the model);
-- ``PlanRequest.batch`` is the concept of the task: the global batch (training, ``--global-batch``,
-  ``shape.batch_size``) or the sequences in flight (inference, ``--concurrency``);
+- the batch concepts keep their names: ``PlanRequest.global_batch`` (training, ``--global-batch``,
+  ``shape.batch_size``) and ``PlanRequest.concurrency`` (inference, ``--concurrency``), each split over the
+  candidates' DP ranks or replicas by the estimator's request rules (:mod:`gpumatch.estimate.request`);
 - a training ``micro_batch_size`` in the file fixes the micro-batch; absent, the planner tries 1, 2, 4, 8.
 """
 
@@ -46,9 +47,9 @@ DEFAULT_MAX_GPUS = 64
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """One planning question, SI units. ``batch``: global batch in sequences (training, :attr:`global_batch`)
-    or sequences in flight (inference, :attr:`concurrency`). ``micro_batch``: fixed per-GPU micro-batch
-    (training), None = let the planner choose.
+    """One planning question, SI units. ``concurrency``: sequences in flight over all replicas (inference);
+    ``global_batch``: sequences per optimizer step (training); ``micro_batch``: fixed micro-batch per DP rank
+    (training), None = let the planner choose. The field of the other kind of task is not read.
     Targets are None when not set; ``usd_per_gpu_hour`` (``purchase_usd_per_gpu``) replaces the catalog's hourly
     (purchase) figure by canonical GPU name.
     ``tp``/``pp`` pin the tensor/pipeline degree (None = the planner tries them all).
@@ -59,7 +60,8 @@ class PlanRequest:
     name: str = "plan"
     precision: str = "bf16"
     kv_precision: str | None = None
-    batch: int = 1
+    concurrency: int = 1
+    global_batch: int = 1
     micro_batch: int | None = None
     seq: int = 4096
     prompt: int = 1024
@@ -118,16 +120,6 @@ class PlanRequest:
         return is_training(self.task)
 
     @property
-    def concurrency(self) -> int | None:
-        """Inference: the sequences in flight (``batch``); None when training."""
-        return None if self.training else self.batch
-
-    @property
-    def global_batch(self) -> int | None:
-        """Training: the sequences per optimizer step (``batch``); None for inference."""
-        return self.batch if self.training else None
-
-    @property
     def full_training(self) -> bool:
         return self.task in FULL_TRAINING_TASKS
 
@@ -174,7 +166,7 @@ def from_workload(wl: Workload) -> PlanRequest:
         name=wl.name,
         precision=f["precision"],  # a QLoRA base is 4-bit (nf4 unless the file says int4/fp4): shown as such
         kv_precision=f.get("kv_precision"),
-        batch=f["global_batch"] if wl.is_training else f["concurrency"],
+        **({"global_batch": f["global_batch"]} if wl.is_training else {"concurrency": f["concurrency"]}),
         micro_batch=f.get("micro_batch"),
         seq=wl.shape.sequence_length,  # inference: prompt + output (not read)
         prompt=f["prompt"],
@@ -209,28 +201,24 @@ def from_workload(wl: Workload) -> PlanRequest:
     )
 
 
-#: Shared concepts whose PlanRequest field has another name: ``batch`` is the global batch (training) or the
-#: sequences in flight (inference).
-_AS_PLAN = {"concurrency": "batch", "global_batch": "batch"}
-
-
 def from_request(work: WorkRequest, **options: Any) -> PlanRequest:
     """The planning question of a :class:`~gpumatch.workload.request.WorkRequest` (a workload file and the shared
     flags, merged by :func:`~gpumatch.workload.request.resolve_request`) with the plan's own options on top
     (``options``: PlanRequest field names, as :func:`with_options` takes them)."""
     base = None if work.workload is None else from_workload(work.workload)
     flagged = {k: v for k, v in work.given().items() if k in work.from_flags}
-    shared = {_AS_PLAN.get(k, k): v for k, v in flagged.items()}
+    shared = dict(flagged)
     if "task" in work.from_flags:
         shared["task"] = work.task
     model = work.model if base is None or "model" in work.from_flags else None
-    names = {_AS_PLAN[k]: work.flag(k) for k in _AS_PLAN if k in flagged}
+    names: dict[str, str] = {k: work.flag(k) for k in ("concurrency", "global_batch") if k in flagged}
     return with_options(base, model, names=names, **shared, **options)
 
 
 _TASKS = TASKS
 _PRECISIONS = WEIGHT_PRECISIONS
-_POSITIVE = ("batch", "micro_batch", "seq", "prompt", "gen", "max_gpus", "gpus_per_node", "tp", "pp", "lora_rank")
+_POSITIVE = ("concurrency", "global_batch", "micro_batch", "seq", "prompt", "gen", "max_gpus", "gpus_per_node", "tp",
+             "pp", "lora_rank")
 #: Numeric options checked by the workload file's own rules (schema section, field), with the flag and an example.
 _SCHEMA_CHECKED: dict[str, tuple[type[BaseModel], str, str, str]] = {
     "budget_usd": (MoneySection, "purchase_budget_usd", "--budget-usd", "--budget-usd '$20k'"),
@@ -247,9 +235,9 @@ _TRAINING_ONLY = ("micro_batch", "seq")
 _FLAGS = {"kv_precision": "--kv-precision", "prompt": "--prompt", "gen": "--gen", "ttft_p50_s": "--ttft-s",
           "tpot_p50_s": "--tpot-s", "micro_batch": "--micro-batch", "seq": "--seq"}
 #: Upper bounds shared with ``estimate`` and workload files (only a typo exceeds them).
-_BOUNDS = {"batch": rules.MAX_BATCH, "micro_batch": rules.MAX_BATCH, "max_gpus": rules.MAX_GPUS,
-           "gpus_per_node": 1024, "seq": rules.MAX_TOKENS_PER_SEQUENCE, "prompt": rules.MAX_TOKENS_PER_SEQUENCE,
-           "gen": rules.MAX_TOKENS_PER_SEQUENCE}
+_BOUNDS = {"concurrency": rules.MAX_BATCH, "global_batch": rules.MAX_BATCH, "micro_batch": rules.MAX_BATCH,
+           "max_gpus": rules.MAX_GPUS, "gpus_per_node": 1024, "seq": rules.MAX_TOKENS_PER_SEQUENCE,
+           "prompt": rules.MAX_TOKENS_PER_SEQUENCE, "gen": rules.MAX_TOKENS_PER_SEQUENCE}
 
 
 def check_quantities(opts: dict[str, Any]) -> None:
@@ -336,7 +324,7 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, names: dict[
     """A request from CLI-style options, on top of ``base`` (a workload's request) when given.
 
     Options are the :class:`PlanRequest` field names; None values are ignored. ``task`` may be ``dev``.
-    ``names``: how the user wrote an option, where it is not ``--`` + its name (``batch``: ``--concurrency``).
+    ``names``: how the user wrote an option, where it is not ``--`` + its name (``global_batch``: ``--batch``).
     Raises :class:`InputError` (one line, what to do) for unknown tasks/precisions and non-positive sizes.
     """
     opts = {k: v for k, v in options.items() if v is not None}
@@ -374,7 +362,7 @@ def with_options(base: PlanRequest | None, model: ModelArch | None, names: dict[
         raise InputError("task 'dev' plans inference; it cannot be combined with training options")
     req = _training_precision(req, given)
     check_task_options(req, given)
-    if req.micro_batch and req.micro_batch > req.batch and req.training:
-        raise InputError(f"--micro-batch {req.micro_batch} exceeds the global batch {req.batch} "
-                         f"({flag['batch'] if 'batch' in given else 'the file'})")
+    if req.micro_batch and req.micro_batch > req.global_batch and req.training:
+        raise InputError(f"--micro-batch {req.micro_batch} exceeds the global batch {req.global_batch} "
+                         f"({flag['global_batch'] if 'global_batch' in given else 'the file'})")
     return req

@@ -30,8 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpumatch.catalog import GpuSpec
-from gpumatch.estimate import Calibration, model_nums
-from gpumatch.estimate.options import Request, build_case
+from gpumatch.estimate import Calibration, Request, build_case, model_nums
 from gpumatch.estimate.served import engine_figures, engine_state, scalar_case
 from gpumatch.estimate.vectorized import GpuTable
 from gpumatch.plan import metrics, rules
@@ -126,8 +125,7 @@ def add_goodput(req: PlanRequest, entries: Sequence[dict[str, Any]], specs: dict
         e["estimate_options"] = opts
         key = (e["gpu"], *sorted(opts.items()))
         if key not in done:
-            kw = {k: v for k, v in opts.items() if k != "count"}
-            case, _ = build_case(req.model, specs[e["gpu"]], Request(**kw))
+            case, _ = build_case(req.model, specs[e["gpu"]], Request(**opts))
             sv, _, _ = engine_state(m, case, cal, req.serving_engine, e["gpu"], targets=targets,
                                     prefix_hit_ratio=req.prefix_hit_ratio)
             rate = None if sv is None else sv.goodput_requests_per_s

@@ -165,7 +165,7 @@ def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
             view["engine"] = "static (static batch: the whole batch prefills, then decodes)"
         view["ttft_s"] = f"{span(secs, d['ttft_s'], ivs.get('ttft_s'))} (one prompt alone, no queueing)"
         view["prefill_s"] = (f"{span(secs, d['prefill_s'], ivs.get('prefill_s'))} (a replica's whole batch of "
-                             f"{d['layout']['batch']})")
+                             f"{d['layout']['seqs_per_replica']})")
     for k in ("tpot_s", "e2e_s", "step_s"):
         if d.get(k) is not None:
             view[k] = span(_HUMAN[k], d[k], ivs.get(k)) if human else _plain(d[k])

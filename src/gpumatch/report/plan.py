@@ -94,8 +94,8 @@ def header(d: dict[str, Any]) -> str:
     """Two to four lines: the workload, its targets and limits, what was searched, the basis and prices."""
     r = d["request"]
     kv = f", KV {r['kv_precision']}" if r.get("kv_precision") else ""
-    shape = (f"batch {r['batch']} × {r['seq']} tokens" if r["task"] in TRAINING
-             else f"{r['batch']} in flight, {r['prompt']}+{r['gen']} tokens")
+    shape = (f"batch {r['global_batch']} × {r['seq']} tokens" if r["task"] in TRAINING
+             else f"{r['concurrency']} in flight, {r['prompt']}+{r['gen']} tokens")
     lines = [f"Plan '{r['name']}': {r['model']} {'dev' if r['dev'] else r['task']}, {r['precision']}{kv}, {shape}"]
     wants = _targets(r)
     limits = _limits(r)

@@ -39,7 +39,6 @@ prompt, ``--prompt`` its sequence length.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -255,11 +254,3 @@ def deprecation_notes(work: WorkRequest) -> tuple[str, ...]:
     """One line per deprecated flag ``work`` was given with, naming the flag that replaces it."""
     return tuple(f"--batch is deprecated; for task {work.task!r} use {_REPLACED_BY[name]}"
                  for name, written in work.spelling.items() if written == "--batch")
-
-
-def replicas_for(concurrency: int, replicas: int) -> tuple[int, int | None]:
-    """(sequences per replica, sequences in flight when fewer than per-replica × replicas, else None) for
-    ``concurrency`` sequences in flight spread over ``replicas`` inference replicas (the planner's split).
-    Fewer sequences than replicas cannot be spread: one per replica (``replicas`` in flight)."""
-    per_replica = math.ceil(concurrency / replicas)
-    return per_replica, (concurrency if replicas <= concurrency < per_replica * replicas else None)

@@ -3,7 +3,7 @@
 For a level, :func:`gpumatch.estimate.estimate` with ``task="serve"`` and the engine profile ``engine``
 (``data/engines.toml``; ``vllm`` by default, ``gpumatch`` for gpumatch's own server where that profile exists):
 
-- closed loop, concurrency ``C``: ``batch=C``, ``num_prompts`` = the level's requests, ``length_low`` = the range
+- closed loop, concurrency ``C``: ``concurrency=C``, ``num_prompts`` = the level's requests, ``length_low`` = the range
   ratio: the pass-by-pass replay of the same benchmark (:mod:`gpumatch.estimate.replay`, first burst included);
 - open loop, rate ``λ``: ``request_rate=λ`` (the engine's Poisson steady state, :mod:`gpumatch.estimate.serving`).
 
@@ -46,15 +46,15 @@ def predict_level(setup: PredictionSetup, level: Level, num_prompts: int) -> dic
     if setup.model is None:
         return {"prediction_note": "no model architecture known (--arch): no prediction"}
     try:
-        from gpumatch.estimate import estimate
+        from gpumatch.estimate import Request, estimate
 
         opts: dict[str, Any] = {"task": "serve", "engine": setup.engine, "prompt": setup.prompt_tokens,
                                 "gen": setup.output_tokens}
         if level.mode == "concurrency":
-            opts.update(batch=int(level.value), num_prompts=num_prompts, length_low=setup.range_ratio)
+            opts.update(concurrency=int(level.value), num_prompts=num_prompts, length_low=setup.range_ratio)
         else:
             opts.update(request_rate=level.value)
-        est = estimate(setup.model, setup.gpu, **opts)
+        est = estimate(setup.model, setup.gpu, Request(**opts))
     except (GpumatchError, ImportError, ValueError, ZeroDivisionError) as e:
         return {"prediction_note": f"no prediction: {e}"}
     predicted = {k: float(est.metrics[src]) * scale for k, (src, scale) in PREDICTED.items()
