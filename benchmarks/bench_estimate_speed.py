@@ -23,8 +23,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 from gpumatch.catalog import get_gpu, load_catalog
-from gpumatch.estimate import build_case, estimate, evaluate, model_nums
-from gpumatch.estimate.api import _request
+from gpumatch.estimate import Request, build_case, estimate, evaluate, model_nums
 from gpumatch.estimate.vectorized import Choice, candidate_case, gpu_table
 from gpumatch.models import get_model
 
@@ -46,11 +45,11 @@ def main() -> dict[str, float]:
     gpu = get_gpu("H100 SXM")
     m = model_nums(arch)
     res: dict[str, float] = {}
-    res["estimate_infer_per_s"] = rate(lambda: estimate(arch, gpu, task="serve", batch=16, tp=4, with_scaling=False))
+    res["estimate_infer_per_s"] = rate(lambda: estimate(arch, gpu, Request(task="serve", tp=4, concurrency=16), with_scaling=False))
     res["estimate_train_per_s"] = rate(
-        lambda: estimate(arch, gpu, task="train", batch=1, tp=8, pp=2, dp=4, zero=1, with_scaling=False))
-    case_i, _ = build_case(arch, gpu, _request(None, {"task": "serve", "batch": 16, "tp": 4}))
-    case_t, _ = build_case(arch, gpu, _request(None, {"task": "train", "tp": 8, "pp": 2, "dp": 4, "zero": 1}))
+        lambda: estimate(arch, gpu, Request(task="train", tp=8, pp=2, dp=4, zero=1, micro_batch=1), with_scaling=False))
+    case_i, _ = build_case(arch, gpu, Request(task="serve", concurrency=16, tp=4))
+    case_t, _ = build_case(arch, gpu, Request(task="train", tp=8, pp=2, dp=4, zero=1))
     res["evaluate_scalar_infer_per_s"] = rate(lambda: evaluate("serve", m, case_i))
     res["evaluate_scalar_train_per_s"] = rate(lambda: evaluate("train", m, case_t))
 
@@ -64,7 +63,7 @@ def main() -> dict[str, float]:
         "pp": rng.choice([1, 2, 4], n).astype(float),
         "dp": rng.choice([1, 2, 4, 8], n).astype(float),
         "zero": rng.choice([0, 1, 2, 3], n).astype(float),
-        "batch": rng.choice([1, 2, 4, 8], n).astype(float),
+        "seqs_per_replica": rng.choice([1, 2, 4, 8], n).astype(float),
         "micro_batches": rng.choice([1, 4, 16], n).astype(float),
     }
     prec = Choice(("bf16", "fp8"), rng.integers(0, 2, n))

@@ -24,6 +24,7 @@ import pytest
 
 from gpumatch.catalog import GpuFile, load_catalog
 from gpumatch.catalog.memory import PROCESS_RESERVES, facts_from_file, memory_family, usable_memory
+from gpumatch.estimate import Request
 from gpumatch.estimate.api import estimate
 from gpumatch.estimate.vectorized import gpu_table
 from gpumatch.units import MIB
@@ -146,7 +147,7 @@ def test_the_estimators_and_the_planner_take_the_rule_and_nothing_else() -> None
     assert all(g.memory_reported_bytes is None or float(g.memory_reported_bytes) > c
                for g, c in zip(specs, table.fields["capacity_bytes"], strict=True) if g.vendor == "nvidia")
     for name in ("RTX A6000", "H100 PCIe 80GB", "Instinct MI300X", "H200 SXM 141GB"):
-        e = estimate("llama-3.1-8b", name, task="infer")
+        e = estimate("llama-3.1-8b", name, Request(task="infer"))
         assert float(e.memory.items["capacity_bytes"]) == EXPECTED[name][0] * MIB
 
 

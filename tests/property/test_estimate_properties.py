@@ -40,10 +40,10 @@ seqs = st.sampled_from([128, 512, 1024, 2048, 4096, 8192])
 def test_memory_grows_with_batch_and_sequence(model: str, task: str, b: int, s: int, rc: str, flash: bool) -> None:
     m = model_nums(get_model(model))
     kw = dict(rc_full=float(rc == "full"), rc_selective=float(rc == "selective"), flash=float(flash))
-    c = _task_case(task, batch=float(b), seq=float(s), prompt=float(s), **kw)
+    c = _task_case(task, seqs_per_replica=float(b), seq=float(s), prompt=float(s), **kw)
     base = evaluate(task, m, c)
     # totals never shrink (they can plateau where gradients, not activations, set a training peak) ...
-    for bigger in (replace(c, batch=b + 1.0), replace(c, seq=2.0 * s, prompt=2.0 * s)):
+    for bigger in (replace(c, seqs_per_replica=b + 1.0), replace(c, seq=2.0 * s, prompt=2.0 * s)):
         out = evaluate(task, m, bigger)
         assert out["total_bytes"] >= base["total_bytes"]
         # ... and what batch and sequence drive (activations, KV cache) strictly grows
@@ -64,7 +64,7 @@ def test_sharding_never_raises_per_gpu_memory(
 ) -> None:
     arch = get_model(model)
     m = model_nums(arch)
-    c = _task_case(task, batch=float(b), seq=float(s), prompt=float(s))
+    c = _task_case(task, seqs_per_replica=float(b), seq=float(s), prompt=float(s))
     one = _sharded_bytes(evaluate(task, m, c))
     if arch.heads % tp == 0:
         assert _sharded_bytes(evaluate(task, m, replace(c, tp=float(tp)))) <= one
@@ -84,16 +84,16 @@ def test_step_time_positive_and_monotone_in_batch(model: str, task: str, b: int,
     if arch.heads % tp:
         tp = 1
     m = model_nums(arch)
-    c = _task_case(task, batch=float(b), seq=float(s), prompt=float(s), tp=float(tp))
+    c = _task_case(task, seqs_per_replica=float(b), seq=float(s), prompt=float(s), tp=float(tp))
     key = "step_s" if task in TRAIN else "tpot_s"
     t1 = evaluate(task, m, c)[key]
-    t2 = evaluate(task, m, replace(c, batch=b + 1.0))[key]
+    t2 = evaluate(task, m, replace(c, seqs_per_replica=b + 1.0))[key]
     # non-decreasing: a step whose kernels are dispatched eagerly can be CPU-bound, flat in batch
     # (compared up to float rounding)
     assert 0 < t1 <= t2 * (1 + 1e-12)
     if task not in TRAIN:
         p1 = evaluate(task, m, c)["prefill_s"]
-        assert 0 < p1 <= evaluate(task, m, replace(c, batch=b + 1.0))["prefill_s"] * (1 + 1e-12)
+        assert 0 < p1 <= evaluate(task, m, replace(c, seqs_per_replica=b + 1.0))["prefill_s"] * (1 + 1e-12)
 
 
 def test_vectorized_matches_scalar() -> None:
@@ -102,9 +102,9 @@ def test_vectorized_matches_scalar() -> None:
     batches = np.array([1.0, 4.0, 16.0, 64.0])
     tps = np.array([1.0, 2.0, 4.0, 8.0])
     for task in ("serve", "train", "lora"):
-        vec = evaluate(task, m, _task_case(task, batch=batches, tp=tps))
+        vec = evaluate(task, m, _task_case(task, seqs_per_replica=batches, tp=tps))
         for i in range(4):
-            one = evaluate(task, m, _task_case(task, batch=float(batches[i]), tp=float(tps[i])))
+            one = evaluate(task, m, _task_case(task, seqs_per_replica=float(batches[i]), tp=float(tps[i])))
             time_key = "tpot_s" if task == "serve" else "step_s"
             for key in ("total_bytes", "power_w", "energy_j_per_token", "bound_index", time_key):
                 assert np.broadcast_to(vec[key], batches.shape)[i] == pytest_approx(one[key])

@@ -8,7 +8,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gpumatch.errors import InputError
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 
 MODELS = ["llama-3.2-1b", "llama-3.1-8b", "mixtral-8x7b", "qwen2.5-7b", "gemma-2-9b"]
 GPUS = ["H200 SXM 141GB", "H100 SXM5 80GB", "L4", "Instinct MI300X", "GeForce RTX 4090", "A100 SXM4 80GB"]
@@ -22,12 +22,13 @@ GPUS = ["H200 SXM 141GB", "H100 SXM5 80GB", "L4", "Instinct MI300X", "GeForce RT
 def test_every_interval_holds_its_figure(model: str, gpu: str, task: str, batch: int, length: int, gen: int,
                                          precision: str, count: int) -> None:
     training = task in ("train", "lora", "qlora")
-    opts: dict[str, object] = {"task": task, "batch": batch, "tp": count}
+    opts: dict[str, object] = {"task": task, "tp": count,
+                               ("micro_batch" if task in ("train", "lora", "qlora") else "concurrency"): batch}
     opts.update({"seq": length} if training else {"prompt": length, "gen": gen, "precision": precision})
     if task == "qlora":
         opts["precision"] = "nf4"
     try:
-        est = estimate(model, gpu, run_tokens=1e9, **opts)
+        est = estimate(model, gpu, Request(**opts), run_tokens=1e9)
     except InputError:
         assume(False)
         return

@@ -24,7 +24,7 @@ def requests(draw: Any) -> Any:
     gpn = draw(st.sampled_from((1, 2, 4, 8)))
     opts: dict[str, Any] = {
         "task": task,
-        "batch": draw(st.integers(1, 64)),
+        "global_batch" if training else "concurrency": draw(st.integers(1, 64)),
         "gpus_per_node": gpn,
         "max_gpus": 1 if task == "dev" else draw(st.integers(1, 4)) * gpn,
         "psu_w": draw(st.none() | st.floats(500, 5000)),

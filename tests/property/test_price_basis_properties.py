@@ -28,7 +28,7 @@ SPECS = load_catalog().gpus
 
 
 def _req(**kw: Any) -> PlanRequest:
-    base: dict[str, Any] = {"task": "serve", "batch": 8, "prompt": 512, "gen": 128, "max_gpus": 1}
+    base: dict[str, Any] = {"task": "serve", "concurrency": 8, "prompt": 512, "gen": 128, "max_gpus": 1}
     return with_options(None, get_model("llama-3.2-3b"), **{**base, **kw})
 
 

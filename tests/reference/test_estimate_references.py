@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpumatch.estimate import Calibration, Case, ModelNums, estimate, model_nums
+from gpumatch.estimate import Calibration, Case, ModelNums, Request, estimate, model_nums
 from gpumatch.estimate.memory import layer_activation_bytes, model_state_bytes
 from gpumatch.models.arch import ModelArch
 
@@ -81,7 +81,7 @@ def test_zero_paper_figure1_model_states(stage: int, expected_gb: float) -> None
 
 def test_zero_through_public_api() -> None:
     """Same ZeRO-1 arithmetic through estimate(): (2 + 2 + 12/64)·Psi per GPU (tolerance 1e-6 relative)."""
-    e = estimate("llama-3.1-8b", "H100 SXM", task="train", dp=64, zero=1, grad_bytes=2, with_scaling=False)
+    e = estimate("llama-3.1-8b", "H100 SXM", Request(task="train", dp=64, zero=1, grad_bytes=2), with_scaling=False)
     from gpumatch.models import get_model
 
     psi = get_model("llama-3.1-8b").params_total
@@ -97,7 +97,7 @@ IDEAL = Calibration(memory_efficiency_max=1.0, memory_half_bytes=0.0, kernel_ove
 
 def test_seed_70b_fp16_weights_about_140_gb() -> None:
     """Llama-2-70B in FP16: 2 bytes × 69.0e9 parameters = 138 GB (seed: 'about 140 GB'; tolerance 3%)."""
-    e = estimate("llama-2-70b", "H100 SXM", task="infer", precision="fp16", with_scaling=False)
+    e = estimate("llama-2-70b", "H100 SXM", Request(task="infer", precision="fp16"), with_scaling=False)
     assert e.memory.weights_bytes / 1e9 == pytest.approx(140, rel=0.03)
     assert not e.fits
 
@@ -106,15 +106,14 @@ def test_seed_70b_fp16_weights_about_140_gb() -> None:
 def test_seed_70b_bandwidth_ceiling(gpu: str, low: float, high: float) -> None:
     """Batch-1 decode with ideal bandwidth and no overheads: bandwidth / weight bytes (3.35 TB/s / 138 GB
     = 24.3 tok/s on H100; 1.008 TB/s / 138 GB = 7.3 on RTX 4090). The seed says ~24 (20-something) and 7-8."""
-    e = estimate("llama-2-70b", gpu, task="infer", precision="fp16", batch=1, prompt=16, gen=16,
-                 calibration=IDEAL, with_scaling=False)
+    e = estimate("llama-2-70b", gpu, Request(task="infer", precision="fp16", prompt=16, gen=16, concurrency=1), calibration=IDEAL, with_scaling=False)
     assert low <= e.metrics["decode_tokens_per_s"] <= high
     assert e.bound == "memory"
 
 
 def test_seed_70b_default_efficiency_below_ceiling() -> None:
     """With the default (assumed) efficiencies the H100 figure is 'twenty-something' and below the ceiling."""
-    e = estimate("llama-2-70b", "H100 SXM", task="infer", precision="fp16", batch=1, prompt=16, gen=16)
+    e = estimate("llama-2-70b", "H100 SXM", Request(task="infer", precision="fp16", prompt=16, gen=16, concurrency=1))
     assert 18.0 <= e.metrics["decode_tokens_per_s"] < 24.3
 
 
@@ -124,6 +123,6 @@ def test_published_vllm_a100_40gb_single_request_decode() -> None:
     one A100 40GB, 1024 input / 128 output tokens, concurrency 1: "decode ... runs at about 75 tokens/sec,
     roughly 77% of the GPU's memory-bandwidth ceiling". Tolerance 10 %. The figure is one request's decode speed,
     1 / TPOT (with the default engine, vllm, TPOT includes its per-pass host cost)."""
-    e = estimate("llama-3.1-8b", "A100 SXM4 40GB", task="serve", batch=1, prompt=1024, gen=128, with_scaling=False)
+    e = estimate("llama-3.1-8b", "A100 SXM4 40GB", Request(task="serve", prompt=1024, gen=128, concurrency=1), with_scaling=False)
     assert 1.0 / e.metrics["tpot_s"] == pytest.approx(75.0, rel=0.10)
     assert e.bound == "memory"

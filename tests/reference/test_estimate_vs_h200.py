@@ -17,7 +17,7 @@ import pytest
 
 from gpumatch.calibrate.cases import RECIPE_OF_BENCH_MASTER
 from gpumatch.catalog import get_gpu
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.models.arch import ModelArch
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measurements"
@@ -80,7 +80,7 @@ def test_decode_compiled_graph_within_12_percent() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "decode" or c.get("variant") != "compiled-graph":
             return None
-        e = estimate(m, gpu, task="infer", batch=c["batch"], prompt=c["context"] - 1, gen=1, with_scaling=False)
+        e = estimate(m, gpu, Request(task="infer", prompt=c["context"] - 1, gen=1, concurrency=c["batch"]), with_scaling=False)
         return float(e.metrics["tpot_s"] / c["timing"]["median_s"] - 1)
 
     errs = _errors("decode", err)
@@ -96,7 +96,7 @@ def test_decode_peak_memory_within_10_percent() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "decode" or "max_memory_allocated_bytes" not in c:
             return None
-        e = estimate(m, gpu, task="infer", batch=c["batch"], prompt=c["context"] - 1, gen=1, with_scaling=False)
+        e = estimate(m, gpu, Request(task="infer", prompt=c["context"] - 1, gen=1, concurrency=c["batch"]), with_scaling=False)
         allocated = e.memory.total_bytes - e.memory.overhead_bytes
         return float(allocated / c["max_memory_allocated_bytes"] - 1)
 
@@ -110,7 +110,7 @@ def test_prefill_8b_within_10_percent() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "prefill" or m.hidden_size != 4096:
             return None
-        e = estimate(m, gpu, task="infer", batch=c["batch"], prompt=c["seq"], gen=1, with_scaling=False)
+        e = estimate(m, gpu, Request(task="infer", prompt=c["seq"], gen=1, concurrency=c["batch"]), with_scaling=False)
         return float(e.metrics["prefill_s"] / c["timing"]["median_s"] - 1)
 
     assert max(abs(x) for x in _errors("prefill", err)) <= 0.10
@@ -124,8 +124,7 @@ def test_training_peak_memory_within_10_percent() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "train":
             return None
-        e = estimate(m, gpu, task="train", batch=c["batch"], seq=c["seq"], recompute=c["recompute"],
-                     master_weights=RECIPE_OF_BENCH_MASTER[c["master"]], with_scaling=False)
+        e = estimate(m, gpu, Request(task="train", seq=c["seq"], recompute=c["recompute"], master_weights=RECIPE_OF_BENCH_MASTER[c["master"]], micro_batch=c["batch"]), with_scaling=False)
         allocated = e.memory.total_bytes - e.memory.overhead_bytes
         return float(allocated / c["max_memory_allocated_bytes"] - 1)
 
@@ -140,8 +139,7 @@ def test_training_step_time_known_gap() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "train":
             return None
-        e = estimate(m, gpu, task="train", batch=c["batch"], seq=c["seq"], recompute=c["recompute"],
-                     master_weights=RECIPE_OF_BENCH_MASTER[c["master"]], with_scaling=False)
+        e = estimate(m, gpu, Request(task="train", seq=c["seq"], recompute=c["recompute"], master_weights=RECIPE_OF_BENCH_MASTER[c["master"]], micro_batch=c["batch"]), with_scaling=False)
         return float(e.metrics["step_s"] / c["timing"]["median_s"] - 1)
 
     errs = _errors("train", err)

@@ -171,11 +171,12 @@ class Request(BaseModel):
         unknown = set(data) - set(cls.model_fields) - {"count"}
         if unknown:
             raise InputError(f"unknown option(s): {', '.join(sorted(unknown))}")
-        data = {k: v for k, v in data.items() if v is not None or k == "count"}
+        data = {k: v for k, v in data.items() if v is not None}
+        for name in ("tp", "pp", "dp", "count"):  # before they divide each other
+            check_size(flag_name(name), data.get(name), MAX_GPUS)
         count = data.pop("count", None)
         if count is None:
             return data
-        check_size("--count", count, MAX_GPUS)
         tp, pp = int(data.get("tp", 1)), int(data.get("pp", 1))
         if "dp" not in data:
             if count % (tp * pp):

@@ -13,14 +13,14 @@ from gpumatch.calibrate.serving import load_levels, predict
 from gpumatch.calibrate.stored import StoredFit, calibrate_runs
 from gpumatch.cli.app import main
 from gpumatch.errors import InputError
-from gpumatch.estimate import Calibration, estimate
+from gpumatch.estimate import Calibration, Request, estimate
 from gpumatch.estimate.calibration import ServingFit
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "measurements"
 SERVE = sorted((DATA / "serve").glob("2026-12-05-h200-serve-*.json"))
 BENCH = ("2026-12-04-h200-quick.json", "2026-12-04-h200-standard.json")
 H200 = "H200 SXM 141GB"
-OPTS = {"task": "serve", "engine": "gpumatch", "prompt": 512, "gen": 128, "batch": 16, "num_prompts": 256}
+OPTS = {"task": "serve", "engine": "gpumatch", "prompt": 512, "gen": 128, "concurrency": 16, "num_prompts": 256}
 
 
 @pytest.fixture(scope="module")
@@ -83,14 +83,14 @@ def test_fitted_per_pass_costs_improve_held_out_load_levels(fit: StoredFit) -> N
 def test_the_serving_estimate_uses_the_fit_for_that_card_and_engine_only(fit: StoredFit, store: Path,
                                                                         tmp_path: Path) -> None:
     cal = fit.calibration
-    on = estimate("llama-3.1-8b", "h200", calibration=cal, **OPTS).to_dict()
-    off = estimate("llama-3.1-8b", "h200", calibration=Calibration(), **OPTS).to_dict()
+    on = estimate("llama-3.1-8b", "h200", Request(**OPTS), calibration=cal).to_dict()
+    off = estimate("llama-3.1-8b", "h200", Request(**OPTS), calibration=Calibration()).to_dict()
     assert on["serving"]["pass_costs"]["host_pass_s"] == pytest.approx(cal.serving.host_pass_s)  # type: ignore
     assert on["serving"]["pass_costs"]["source"].startswith("fitted by the calibration (5 closed-loop")
     assert on["tpot_s"] > off["tpot_s"]
-    vllm = estimate("llama-3.1-8b", "h200", calibration=cal, **{**OPTS, "engine": "vllm"}).to_dict()
+    vllm = estimate("llama-3.1-8b", "h200", Request(**{**OPTS, "engine": "vllm"}), calibration=cal).to_dict()
     assert vllm["serving"]["pass_costs"]["source"] == "engine profile vllm (engines.toml)"
-    other = estimate("llama-3.1-8b", "H100 SXM", calibration=cal, **OPTS).to_dict()
+    other = estimate("llama-3.1-8b", "H100 SXM", Request(**OPTS), calibration=cal).to_dict()
     assert other["serving"]["pass_costs"]["source"] == "engine profile gpumatch (engines.toml)"
     cid = save(store, fit)
     found = newest(store, H200)

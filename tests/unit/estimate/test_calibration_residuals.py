@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 
 from gpumatch.errors import DataFileError, InputError
-from gpumatch.estimate import Calibration, estimate
+from gpumatch.estimate import Calibration, Request, estimate
 from gpumatch.estimate.calibration import load_calibration_file
 from gpumatch.estimate.intervals import MIN_CALIBRATION_N, Residuals, default_residuals, parse_residuals
 
 H200 = "H200 SXM 141GB"
-OPTS = {"task": "infer", "batch": 8, "prompt": 2047, "gen": 1}
+OPTS = {"task": "infer", "concurrency": 8, "prompt": 2047, "gen": 1}
 
 
 def _held(n: int, spread: float, card: str = H200, source: str | None = "calibration #5") -> Residuals:
@@ -28,7 +28,7 @@ def _held(n: int, spread: float, card: str = H200, source: str | None = "calibra
 
 
 def _tpot(cal: Calibration, gpu: str = "h200") -> tuple[tuple[float, float], str, float]:
-    d = estimate("llama-3.1-8b", gpu, calibration=cal, **OPTS).to_dict()
+    d = estimate("llama-3.1-8b", gpu, Request(**OPTS), calibration=cal).to_dict()
     return tuple(d["intervals"]["tpot_s"]), d["interval_basis"]["tpot_s"], d["tpot_s"]  # type: ignore[return-value]
 
 
@@ -55,13 +55,13 @@ def test_too_few_calibration_cases_fall_back_to_the_shipped_table_per_figure() -
     plain = Calibration()
     few = _held(n=MIN_CALIBRATION_N - 1, spread=0.004)
     mixed = few.model_copy(update={"kinds": (few.kinds[0].model_copy(update={"n": 30}), few.kinds[1])})
-    d0 = estimate("llama-3.1-8b", "h200", calibration=plain, **OPTS).to_dict()
-    d1 = estimate("llama-3.1-8b", "h200", calibration=replace(plain, residuals=few), **OPTS).to_dict()
+    d0 = estimate("llama-3.1-8b", "h200", Request(**OPTS), calibration=plain).to_dict()
+    d1 = estimate("llama-3.1-8b", "h200", Request(**OPTS), calibration=replace(plain, residuals=few)).to_dict()
     assert d1["intervals"]["tpot_s"] == d0["intervals"]["tpot_s"]
     assert "shipped residual table" in d1["interval_basis"]["tpot_s"]
     assert (f"calibration #5 not used: n={MIN_CALIBRATION_N - 1} < {MIN_CALIBRATION_N} held-out decode cases"
             in d1["interval_basis"]["tpot_s"])
-    d2 = estimate("llama-3.1-8b", "h200", calibration=replace(plain, residuals=mixed), **OPTS).to_dict()
+    d2 = estimate("llama-3.1-8b", "h200", Request(**OPTS), calibration=replace(plain, residuals=mixed)).to_dict()
     assert d2["interval_basis"]["tpot_s"].startswith("residuals of calibration #5, held-out n=30")
     assert "shipped residual table" in d2["interval_basis"]["prefill_s"]
     assert d2["intervals"]["prefill_s"] == d0["intervals"]["prefill_s"]

@@ -9,11 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from gpumatch.cli.app import app
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.estimate.serving import engine_profile
 from gpumatch.lab.serve import ServeOptions
 
-SERVE = {"task": "serve", "prompt": 1024, "gen": 256, "with_scaling": False}
+SERVE = {"task": "serve", "prompt": 1024, "gen": 256}
 
 
 def test_profile_matches_the_server_defaults() -> None:
@@ -29,9 +29,9 @@ def test_profile_matches_the_server_defaults() -> None:
 
 
 def test_replay_and_steady_state_accept_gpumatch() -> None:
-    replayed = estimate("llama-3.1-8b", "H200 SXM", batch=32, engine="gpumatch", num_prompts=320, **SERVE)
-    steady = estimate("llama-3.1-8b", "H200 SXM", batch=32, engine="gpumatch", num_prompts=0, **SERVE)
-    vllm = estimate("llama-3.1-8b", "H200 SXM", batch=32, engine="vllm", num_prompts=320, **SERVE)
+    replayed = estimate("llama-3.1-8b", "H200 SXM", Request(engine="gpumatch", num_prompts=320, **SERVE, concurrency=32), with_scaling=False)
+    steady = estimate("llama-3.1-8b", "H200 SXM", Request(engine="gpumatch", num_prompts=0, **SERVE, concurrency=32), with_scaling=False)
+    vllm = estimate("llama-3.1-8b", "H200 SXM", Request(engine="vllm", num_prompts=320, **SERVE, concurrency=32), with_scaling=False)
     s = replayed.serving
     assert s is not None and s["engine"] == "gpumatch" and s["model"] == "benchmark-replay"
     assert s["token_budget"] == 8192 and s["max_seqs"] == 256 and s["replay"]["num_prompts"] == 320

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from gpumatch.errors import DataFileError
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.estimate.intervals import (
     TIME_FLOOR,
     UNMEASURED_FLOOR,
@@ -93,20 +93,20 @@ def test_memory_on_another_card_is_not_held_to_the_time_floor() -> None:
 
 
 def test_the_estimate_states_each_interval_and_its_basis() -> None:
-    d = estimate("llama-3.1-8b", "h200", task="infer", batch=8, prompt=2047, gen=1).to_dict()
+    d = estimate("llama-3.1-8b", "h200", Request(task="infer", prompt=2047, gen=1, concurrency=8)).to_dict()
     assert set(d["intervals"]) >= {"tpot_s", "ttft_s", "prefill_s", "e2e_s", "total_bytes", "tokens_per_s",
                                     "usd_per_million_tokens"}
     # measured: 8B, context 2048, H200
     assert d["interval_basis"]["tpot_s"].startswith(f"shipped residual table: {H200} decode, n=")
     assert d["interval_basis"]["total_bytes"].startswith("extrapolated")  # inference memory never measured
-    other = estimate("llama-3.1-8b", "L4", task="infer", batch=8, prompt=2047, gen=1).to_dict()
+    other = estimate("llama-3.1-8b", "L4", Request(task="infer", prompt=2047, gen=1, concurrency=8)).to_dict()
     assert "card never measured" in other["interval_basis"]["tpot_s"]
     lo, hi = other["intervals"]["tpot_s"]
     assert lo <= 0.7 * other["tpot_s"] * 1.0001 and hi >= 1.3 * other["tpot_s"] * 0.9999
 
 
 def test_a_configuration_that_does_not_fit_keeps_only_its_memory_interval() -> None:
-    d = estimate("llama-3.1-70b", "L4", task="infer").to_dict()
+    d = estimate("llama-3.1-70b", "L4", Request(task="infer")).to_dict()
     assert not d["fits"]
     assert set(d["intervals"]) == {"total_bytes"}
 

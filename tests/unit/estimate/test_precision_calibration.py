@@ -6,7 +6,7 @@ import pytest
 
 from gpumatch.catalog import get_gpu
 from gpumatch.errors import InputError
-from gpumatch.estimate import Calibration
+from gpumatch.estimate import Calibration, Request
 from gpumatch.estimate.precision import bytes_per_element, compute_path
 
 
@@ -82,9 +82,9 @@ def test_sliding_window_caps_kv_cache_and_attention() -> None:
 
     # Gemma-2 takes at most 8,192 positions (estimate() refuses longer), still twice its 4,096-token window
     for name, context in (("mistral-7b", 16384), ("gemma-2-9b", 8192), ("llama-3.1-8b", 16384)):
-        e = estimate(name, "H100 SXM", task="infer", prompt=context - 384, gen=384, with_scaling=False)
+        e = estimate(name, "H100 SXM", Request(task="infer", prompt=context - 384, gen=384), with_scaling=False)
         assert e.memory.kv_cache_bytes == pytest.approx(get_model(name).kv_bytes_for_context(context, 2.0))
-    short = estimate("mistral-7b", "H100 SXM", task="infer", prompt=4000, gen=96, with_scaling=False)
-    long = estimate("mistral-7b", "H100 SXM", task="infer", prompt=16000, gen=384, with_scaling=False)
+    short = estimate("mistral-7b", "H100 SXM", Request(task="infer", prompt=4000, gen=96), with_scaling=False)
+    long = estimate("mistral-7b", "H100 SXM", Request(task="infer", prompt=16000, gen=384), with_scaling=False)
     assert long.memory.kv_cache_bytes == pytest.approx(short.memory.kv_cache_bytes)
     assert long.metrics["tpot_s"] == pytest.approx(short.metrics["tpot_s"], rel=1e-2)  # 4,048 vs 4,096 keys

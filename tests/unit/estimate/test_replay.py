@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from gpumatch.cli.app import app, main
 from gpumatch.errors import InputError
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.estimate.replay import Benchmark, Scheduler, Stalled, _Costs, request_lengths, run
 
 D, A, F = 0.010, 1e-5, 0.004
@@ -96,14 +96,14 @@ def test_lengths_are_seeded_and_in_range() -> None:
     assert (fixed == 1024).all()
 
 
-SERVE = {"task": "serve", "prompt": 1024, "gen": 512, "with_scaling": False}
+SERVE = {"task": "serve", "prompt": 1024, "gen": 512}
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "gpumatch"])
 def test_long_replay_with_spread_lengths_approaches_the_steady_state(engine: str) -> None:
     # with many requests the first burst weighs little and spread lengths break the convoys: the replay's
     # TPOT comes to the steady state's (the same pass equations seen request by request)
-    r = estimate("llama-3.1-8b", "H100 SXM", batch=32, engine=engine, num_prompts=4000, length_low=0.5, **SERVE)
+    r = estimate("llama-3.1-8b", "H100 SXM", Request(engine=engine, num_prompts=4000, length_low=0.5, **SERVE, concurrency=32), with_scaling=False)
     s = r.serving
     assert s is not None and s["model"] == "benchmark-replay"
     assert r.metrics["tpot_s"] == pytest.approx(s["steady_state_tpot_s"], rel=0.10)
@@ -111,16 +111,15 @@ def test_long_replay_with_spread_lengths_approaches_the_steady_state(engine: str
 
 def test_little_law_over_the_replay() -> None:
     # C clients are busy until the last wave drains: sum of e2e over requests <= C x duration, and close to it
-    r = estimate("llama-3.1-8b", "H200 SXM", batch=16, num_prompts=800, length_low=0.8, **SERVE)
+    r = estimate("llama-3.1-8b", "H200 SXM", Request(num_prompts=800, length_low=0.8, **SERVE, concurrency=16), with_scaling=False)
     rp = r.serving["replay"] if r.serving else {}
     busy = rp["e2e_s"] * rp["num_prompts"] / rp["duration_s"]
     assert 16 * (1 - 16 / 800) * 0.95 <= busy <= 16 + 1e-6
 
 
 def test_the_first_burst_raises_the_mean_ttft_of_short_benchmarks() -> None:
-    short = estimate("llama-3.1-70b", "H200 SXM", count=8, tp=8, batch=64, num_prompts=64 * 10, length_low=0.8,
-                     **SERVE)
-    steady = estimate("llama-3.1-70b", "H200 SXM", count=8, tp=8, batch=64, num_prompts=0, **SERVE)
+    short = estimate("llama-3.1-70b", "H200 SXM", Request(count=8, tp=8, num_prompts=64 * 10, length_low=0.8, **SERVE, concurrency=64), with_scaling=False)
+    steady = estimate("llama-3.1-70b", "H200 SXM", Request(count=8, tp=8, num_prompts=0, **SERVE, concurrency=64), with_scaling=False)
     rp = short.serving["replay"] if short.serving else {}
     assert rp["first_wave_ttft_s"] > 5 * steady.metrics["ttft_s"]  # 64 prompts queue behind an 8192 budget
     assert short.metrics["ttft_s"] > steady.metrics["ttft_s"]
@@ -129,9 +128,9 @@ def test_the_first_burst_raises_the_mean_ttft_of_short_benchmarks() -> None:
 
 def test_replay_options_are_checked() -> None:
     with pytest.raises(InputError, match="length-low"):
-        estimate("llama-3.1-8b", "H100 SXM", batch=8, length_low=0.0, **SERVE)
+        estimate("llama-3.1-8b", "H100 SXM", Request(length_low=0.0, **SERVE, concurrency=8), with_scaling=False)
     with pytest.raises(InputError, match="closed-loop"):
-        estimate("llama-3.1-8b", "H100 SXM", batch=8, num_prompts=100, request_rate=2.0, **SERVE)
+        estimate("llama-3.1-8b", "H100 SXM", Request(num_prompts=100, request_rate=2.0, **SERVE, concurrency=8), with_scaling=False)
 
 
 def test_cli_replay_flags_and_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,7 +157,7 @@ def test_the_replay_is_bounded_in_requests_and_steps() -> None:
 
 def test_huge_concurrency_falls_back_to_the_steady_state_and_says_so() -> None:
     # documented bound: batches up to 1e7 (README); 10 x C prompts are more than a replay holds
-    e = estimate("llama-3.1-8b", "H100 SXM", task="serve", batch=100_000, prompt=1024, gen=256)
+    e = estimate("llama-3.1-8b", "H100 SXM", Request(task="serve", prompt=1024, gen=256, concurrency=100_000))
     sv = e.serving
     assert sv is not None and sv["model"] == "steady-state" and "replay skipped" in sv["replay_skipped"]
     assert any("replay skipped" in w for w in e.warnings)
@@ -167,7 +166,7 @@ def test_huge_concurrency_falls_back_to_the_steady_state_and_says_so() -> None:
 
 def test_an_overloaded_open_loop_runs_saturated_and_renders() -> None:
     # the queue grows (no TTFT) but the engine runs at its saturated pass: TPOT and rates stay finite
-    e = estimate("llama-3.1-8b", "H100 SXM", task="serve", request_rate=3000.0)
+    e = estimate("llama-3.1-8b", "H100 SXM", Request(task="serve", request_rate=3000.0))
     assert e.serving is not None and e.serving["stable"] is False and not math.isfinite(e.metrics["ttft_s"])
     assert 0 < e.metrics["tpot_s"] < 1 and e.metrics["decode_tokens_per_s"] > 0
     res = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve",

@@ -11,7 +11,7 @@ import pytest
 
 from gpumatch.cli.app import main
 from gpumatch.errors import InputError
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.models import get_model
 from gpumatch.workload import check_context, misplaced_options
 
@@ -88,7 +88,7 @@ def test_context_check_is_shared() -> None:
     assert misplaced_options("train", ["prompt", "batch"]) == [("prompt", "inference")]
     assert misplaced_options("serve", ["optimizer", "prompt"]) == [("optimizer", "training")]
     with pytest.raises(InputError, match="positions"):
-        estimate(arch, "H100-SXM", task="train", seq=200_000)
+        estimate(arch, "H100-SXM", Request(task="train", seq=200_000))
 
 
 @pytest.mark.parametrize(
@@ -111,10 +111,10 @@ def test_explicit_flags_override_the_workload_file(capsys: pytest.CaptureFixture
     args = ["estimate", "--workload", wl, "--gpu", "H100-SXM", "--format", "json"]
     assert main([*args, "--count", "4", "--tp", "4"]) == 0
     from_file = json.loads(capsys.readouterr().out)
-    assert from_file["model"] == "llama-3.1-70b" and from_file["layout"]["batch"] == 32
+    assert from_file["model"] == "llama-3.1-70b" and from_file["layout"]["seqs_per_replica"] == 32
     assert main([*args, "--model", "llama-3.1-8b", "--batch", "2", "--prompt", "128"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["model"] == "llama-3.1-8b" and d["layout"]["batch"] == 2 and d["layout"]["prompt"] == 128
+    assert d["model"] == "llama-3.1-8b" and d["layout"]["seqs_per_replica"] == 2 and d["layout"]["prompt"] == 128
     assert d["layout"]["gen"] == from_file["layout"]["gen"]  # what no flag overrides comes from the file
     # a training --task replaces the file's inference shape instead of clashing with it
     assert main([*args, "--model", "llama-3.2-1b", "--task", "train", "--seq", "1024"]) == 0

@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 
 from gpumatch.cli.app import app
 from gpumatch.errors import InputError
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.estimate.serving import engine_profiles
 from gpumatch.vocab import ENGINES
 
-SERVE = {"task": "serve", "prompt": 1024, "gen": 512, "with_scaling": False}
+SERVE = {"task": "serve", "prompt": 1024, "gen": 512}
 
 
 def test_every_engine_has_a_validated_sourced_profile() -> None:
@@ -30,16 +30,16 @@ def test_every_engine_has_a_validated_sourced_profile() -> None:
 
 
 def test_static_engine_keeps_the_static_batch_numbers() -> None:
-    a = estimate("llama-3.1-8b", "H100 SXM", batch=16, engine="static", **SERVE)
+    a = estimate("llama-3.1-8b", "H100 SXM", Request(engine="static", **SERVE, concurrency=16), with_scaling=False)
     assert a.serving is None
-    infer = estimate("llama-3.1-8b", "H100 SXM", batch=16, task="infer", prompt=1024, gen=512, with_scaling=False)
+    infer = estimate("llama-3.1-8b", "H100 SXM", Request(task="infer", prompt=1024, gen=512, concurrency=16), with_scaling=False)
     assert infer.to_dict()["serving"] == {"engine": "static"}
     assert a.metrics["ttft_s"] < a.metrics["prefill_s"]  # one prompt alone, not the batch
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "gpumatch"])
 def test_closed_loop_steady_state(engine: str) -> None:
-    runs = [estimate("llama-3.1-8b", "H100 SXM", batch=c, engine=engine, num_prompts=0, **SERVE) for c in (1, 8, 64)]
+    runs = [estimate("llama-3.1-8b", "H100 SXM", Request(engine=engine, num_prompts=0, **SERVE, concurrency=c), with_scaling=False) for c in (1, 8, 64)]
     tpot = [r.metrics["tpot_s"] for r in runs]
     ttft = [r.metrics["ttft_s"] for r in runs]
     assert tpot[0] < tpot[1] < tpot[2] and ttft[0] < ttft[2]
@@ -55,56 +55,54 @@ def test_closed_loop_steady_state(engine: str) -> None:
 
 
 def test_one_request_alone_decodes_at_the_static_step_plus_host_cost() -> None:
-    static = estimate("llama-3.1-8b", "H100 SXM", batch=1, engine="static", **SERVE)
-    vllm = estimate("llama-3.1-8b", "H100 SXM", batch=1, engine="vllm", **SERVE)
+    static = estimate("llama-3.1-8b", "H100 SXM", Request(engine="static", **SERVE, concurrency=1), with_scaling=False)
+    vllm = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=1), with_scaling=False)
     host = engine_profiles()["vllm"].host_pass_s
     assert vllm.metrics["tpot_s"] == pytest.approx(static.metrics["tpot_s"] + host, rel=0.02)
 
 
 def test_kv_admission_limits_the_running_batch_and_queues_the_rest() -> None:
-    few = estimate("llama-3.1-70b", "H100 SXM", count=4, tp=4, batch=64, engine="vllm", task="serve", prompt=8192,
-                   gen=1024, with_scaling=False)
-    many = estimate("llama-3.1-70b", "H100 SXM", count=4, tp=4, batch=2000, engine="vllm", task="serve",
-                    prompt=8192, gen=1024, with_scaling=False)
+    few = estimate("llama-3.1-70b", "H100 SXM", Request(count=4, tp=4, engine="vllm", task="serve", prompt=8192, gen=1024, concurrency=64), with_scaling=False)
+    many = estimate("llama-3.1-70b", "H100 SXM", Request(count=4, tp=4, engine="vllm", task="serve", prompt=8192, gen=1024, concurrency=2000), with_scaling=False)
     s = many.serving
     assert s is not None and s["admission_limited"] and s["running_requests"] < 2000
     assert many.fits  # the excess waits in the queue instead of holding KV cache
     assert many.metrics["ttft_s"] > 10 * few.metrics["ttft_s"]
-    assert many.layout["batch"] == 2000
+    assert many.layout["seqs_per_replica"] == 2000
 
 
 def test_open_loop_rate_and_goodput() -> None:
-    closed = estimate("llama-3.1-8b", "H100 SXM", batch=64, engine="vllm", **SERVE)
+    closed = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=64), with_scaling=False)
     sat = closed.serving["saturated_requests_per_s"]  # type: ignore[index]
-    low = estimate("llama-3.1-8b", "H100 SXM", batch=1024, engine="vllm", request_rate=0.2 * sat, **SERVE)
-    high = estimate("llama-3.1-8b", "H100 SXM", batch=1024, engine="vllm", request_rate=0.9 * sat, **SERVE)
+    low = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=0.2 * sat, **SERVE, concurrency=1024), with_scaling=False)
+    high = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=0.9 * sat, **SERVE, concurrency=1024), with_scaling=False)
     assert low.serving["mode"] == "open-loop" and low.serving["stable"]  # type: ignore[index]
     assert low.metrics["requests_per_s"] == pytest.approx(0.2 * sat)
     assert low.metrics["ttft_s"] < high.metrics["ttft_s"] and low.metrics["tpot_s"] < high.metrics["tpot_s"]
-    g = estimate("llama-3.1-8b", "H100 SXM", batch=64, engine="vllm", slo_ttft_s=0.5, slo_tpot_s=0.02, **SERVE)
+    g = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", slo_ttft_s=0.5, slo_tpot_s=0.02, **SERVE, concurrency=64), with_scaling=False)
     good = g.serving["goodput_requests_per_s"]  # type: ignore[index]
     assert 0 < good < sat
-    at = estimate("llama-3.1-8b", "H100 SXM", batch=1024, engine="vllm", request_rate=good * 0.999, **SERVE)
+    at = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=good * 0.999, **SERVE, concurrency=1024), with_scaling=False)
     assert at.metrics["tpot_s"] <= 0.02 and at.metrics["ttft_s"] <= 0.5
 
 
 def test_prefix_cache_hits_shorten_the_first_token() -> None:
-    cold = estimate("llama-3.1-8b", "H100 SXM", batch=32, engine="vllm", **SERVE)
-    warm = estimate("llama-3.1-8b", "H100 SXM", batch=32, engine="vllm", prefix_hit_ratio=0.75, **SERVE)
+    cold = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=32), with_scaling=False)
+    warm = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", prefix_hit_ratio=0.75, **SERVE, concurrency=32), with_scaling=False)
     assert warm.metrics["ttft_s"] < cold.metrics["ttft_s"]
 
 
 def test_engine_options_are_refused_where_they_do_not_apply() -> None:
     with pytest.raises(InputError, match="applies to task 'serve'"):
-        estimate("llama-3.1-8b", "H100 SXM", task="infer", engine="vllm")
+        estimate("llama-3.1-8b", "H100 SXM", Request(task="infer", engine="vllm"))
     with pytest.raises(InputError, match="unknown engine"):
-        estimate("llama-3.1-8b", "H100 SXM", task="serve", engine="tgi")
+        estimate("llama-3.1-8b", "H100 SXM", Request(task="serve", engine="tgi"))
     with pytest.raises(InputError, match="needs a serving engine"):
-        estimate("llama-3.1-8b", "H100 SXM", task="serve", engine="static", request_rate=3.0)
+        estimate("llama-3.1-8b", "H100 SXM", Request(task="serve", engine="static", request_rate=3.0))
 
 
 def test_weights_that_leave_no_kv_room_fall_back_to_the_static_check() -> None:
-    e = estimate("llama-3.1-70b", "H100 SXM", batch=8, engine="vllm", task="serve", with_scaling=False)
+    e = estimate("llama-3.1-70b", "H100 SXM", Request(engine="vllm", task="serve", concurrency=8), with_scaling=False)
     assert not e.fits and e.serving is None
     assert any("keeps no room" in w for w in e.warnings)
 
@@ -147,22 +145,20 @@ def test_workload_serving_section_sets_the_engine(tmp_path: Path) -> None:
 
 def test_memory_is_what_the_running_requests_hold() -> None:
     # on-demand KV blocks: a running request holds its prompt and, on average, half its output
-    e = estimate("llama-3.1-8b", "H100 SXM", batch=200, engine="vllm", task="serve", prompt=128, gen=4096,
-                 with_scaling=False)
+    e = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", task="serve", prompt=128, gen=4096, concurrency=200), with_scaling=False)
     s = e.serving
     assert s is not None and e.fits
     assert e.memory.kv_cache_bytes <= s["kv_pool_bytes"] + 1.0
     # open loop: the memory is that of the requests the rate keeps in flight, not of --concurrency's default 1
-    closed = estimate("llama-3.1-8b", "H100 SXM", batch=64, engine="vllm", **SERVE)
+    closed = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=64), with_scaling=False)
     rate = 0.5 * closed.serving["saturated_requests_per_s"]  # type: ignore[index]
-    opened = estimate("llama-3.1-8b", "H100 SXM", engine="vllm", request_rate=rate, **SERVE)
-    assert opened.layout["batch"] == 1 and opened.serving["running_requests"] > 10  # type: ignore[index]
-    assert opened.memory.kv_cache_bytes > 10 * estimate("llama-3.1-8b", "H100 SXM", batch=1, engine="vllm",
-                                                        **SERVE).memory.kv_cache_bytes
+    opened = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=rate, **SERVE), with_scaling=False)
+    assert opened.layout["seqs_per_replica"] == 1 and opened.serving["running_requests"] > 10  # type: ignore[index]
+    assert opened.memory.kv_cache_bytes > 10 * estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=1), with_scaling=False).memory.kv_cache_bytes
 
 
 def test_an_open_loop_rate_above_saturation_is_unstable_and_says_so() -> None:
-    e = estimate("llama-3.1-8b", "H100 SXM", engine="vllm", request_rate=1000.0, **SERVE)
+    e = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=1000.0, **SERVE), with_scaling=False)
     s = e.serving
     assert s is not None and not s["stable"]
     assert e.metrics["requests_per_s"] == pytest.approx(s["saturated_requests_per_s"])  # served, not offered
@@ -182,9 +178,8 @@ def test_every_serve_estimate_states_its_kv_precision_and_why(engine: str, preci
     # the model's dtype (docs: estimators.md, "KV-cache precision")
 
     gpu = "B200" if precision == "nvfp4" else "H200 SXM"
-    e = estimate("llama-3.1-8b", gpu, task="serve", engine=engine, precision=precision, batch=8, num_prompts=0)
+    e = estimate("llama-3.1-8b", gpu, Request(task="serve", engine=engine, precision=precision, num_prompts=0, concurrency=8))
     assert e.precision["kv"] == kv and why in e.precision["kv_basis"]
     assert e.precision["kv_bytes"] == (1.0 if kv == "fp8" else 2.0)
-    asked = estimate("llama-3.1-8b", gpu, task="serve", engine=engine, precision=precision, batch=8,
-                     num_prompts=0, kv_precision="fp8")
+    asked = estimate("llama-3.1-8b", gpu, Request(task="serve", engine=engine, precision=precision, num_prompts=0, kv_precision="fp8", concurrency=8))
     assert asked.precision["kv"] == "fp8" and asked.precision["kv_basis"] == "--kv-precision"

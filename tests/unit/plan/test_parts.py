@@ -25,7 +25,7 @@ def test_gpu_counts_inside_a_node_then_whole_nodes() -> None:
 
 
 def test_layouts_keep_tp_in_a_node_and_zero_low_with_pipelines() -> None:
-    req = with_options(None, get_model("llama-3.1-70b"), task="finetune", batch=64, seq=2048, max_gpus=32)
+    req = with_options(None, get_model("llama-3.1-70b"), task="finetune", global_batch=64, seq=2048, max_gpus=32)
     rows = np.array(layouts(req))
     n, tp, pp, dp, zero, micro, accum = rows.T
     assert (tp * pp * dp == n).all() and (tp <= 8).all()
@@ -35,18 +35,18 @@ def test_layouts_keep_tp_in_a_node_and_zero_low_with_pipelines() -> None:
 
 
 def test_mitigations_by_task() -> None:
-    serve = with_options(None, get_model("llama-3.1-8b"), task="serve", batch=4)
+    serve = with_options(None, get_model("llama-3.1-8b"), task="serve", concurrency=4)
     assert {m.precision for m in mitigations(serve)} == {"bf16", "fp8", "int8", "int4"}
     assert {m.kv_precision for m in mitigations(serve)} == {None, "fp8"}
-    lora = with_options(None, get_model("llama-3.1-8b"), task="lora", batch=4)
+    lora = with_options(None, get_model("llama-3.1-8b"), task="lora", global_batch=4)
     assert any(m.qlora for m in mitigations(lora)) and not any(m.offload for m in mitigations(lora))
-    ft = with_options(None, get_model("llama-3.1-8b"), task="finetune", batch=4)
+    ft = with_options(None, get_model("llama-3.1-8b"), task="finetune", global_batch=4)
     assert any(m.offload for m in mitigations(ft)) and {m.recompute for m in mitigations(ft)} == {
         "none", "selective", "full"}
 
 
 def test_offload_frees_optimizer_memory_and_costs_time() -> None:
-    req = with_options(None, get_model("llama-3.1-8b"), task="finetune", batch=8, seq=2048, max_gpus=1,
+    req = with_options(None, get_model("llama-3.1-8b"), task="finetune", global_batch=8, seq=2048, max_gpus=1,
                        micro_batch=1)
     specs = tuple(g for g in load_catalog().gpus if g.name == "H100 SXM5 80GB")
     table = gpu_table(specs)
@@ -98,7 +98,7 @@ def replace_terms(entry: dict[str, object], **terms: float) -> dict[str, object]
 
 
 def test_pinned_tp() -> None:
-    req = replace(with_options(None, get_model("llama-3.1-8b"), task="serve", batch=4, max_gpus=8), tp=4)
+    req = replace(with_options(None, get_model("llama-3.1-8b"), task="serve", concurrency=4, max_gpus=8), tp=4)
     assert {row[1] for row in layouts(req)} == {4}
 
 
@@ -120,7 +120,7 @@ def test_counts_read_singular_and_plural() -> None:
     row = {"gpu": "A10", "count": 1, "rule": "budget", "rule_title": "over budget", "configurations": 1,
            "precision": "any", "example": "x", "reason": "r", "miss_fraction": None}
     assert rejected_sections([row])[0][0] == "Failed: over budget — 1 configuration, 1 GPU model"
-    req = {"name": "n", "model": "m", "dev": False, "task": "serve", "precision": "bf16", "batch": 1, "prompt": 1,
+    req = {"name": "n", "model": "m", "dev": False, "task": "serve", "precision": "bf16", "concurrency": 1, "prompt": 1,
            "gen": 1, "max_gpus": 1, "gpus_per_node": 1}
     d = {"request": req, "candidates_evaluated": 1, "candidates_estimated": 1, "feasible": 1, "elapsed_s": 0.0,
          "basis": "assumed"}

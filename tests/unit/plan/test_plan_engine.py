@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.plan import from_workload, plan
 from gpumatch.plan.planner import THROUGHPUT_NOTE
 from gpumatch.plan.served import ENGINE_LOOKS
@@ -81,5 +81,5 @@ def test_shown_entries_carry_their_goodput_as_estimate_gives_it() -> None:
     good = e["estimate"]["goodput_requests_per_s"]
     assert good > 0 and e["estimate"]["goodput_tokens_per_s"] == good * req.gen
     count = opts.pop("count")
-    result = estimate(req.model, e["gpu"], count=count, site=req.site, **opts)
+    result = estimate(req.model, e["gpu"], Request(count=count, **opts), site=req.site)
     assert result.serving is not None and result.serving["goodput_requests_per_s"] == good

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from gpumatch.catalog import load_catalog
-from gpumatch.estimate import DEFAULT_CALIBRATION, estimate
+from gpumatch.estimate import DEFAULT_CALIBRATION, Request, estimate
 from gpumatch.models import get_model
 from gpumatch.plan import PlanRequest, from_workload, plan
 from gpumatch.plan import metrics as plan_metrics
@@ -47,14 +47,14 @@ WORKLOADS = {
     "lora-8b-workstation": lambda: from_workload(load_workload(EXAMPLES / "lora-8b-workstation.toml")),
     "inference-7b-budget": lambda: from_workload(load_workload(EXAMPLES / "inference-7b-budget.toml")),
     "lowpower-small-inference": lambda: from_workload(load_workload(EXAMPLES / "lowpower-small-inference.toml")),
-    "qlora-70b": lambda: _flags("llama-3.1-70b", task="qlora", batch=8, seq=2048, max_gpus=2, gpus_per_node=2),
-    "moe-deepseek-v3-fp8": lambda: _flags("deepseek-v3", task="serve", precision="fp8", batch=32, prompt=2048,
+    "qlora-70b": lambda: _flags("llama-3.1-70b", task="qlora", global_batch=8, seq=2048, max_gpus=2, gpus_per_node=2),
+    "moe-deepseek-v3-fp8": lambda: _flags("deepseek-v3", task="serve", precision="fp8", concurrency=32, prompt=2048,
                                           gen=256, max_gpus=16),
-    "moe-mixtral-serving-3-replicas": lambda: _flags("mixtral-8x7b", task="serve", batch=32, prompt=1024, gen=256,
+    "moe-mixtral-serving-3-replicas": lambda: _flags("mixtral-8x7b", task="serve", concurrency=32, prompt=1024, gen=256,
                                                      max_gpus=6, gpus_per_node=6),
-    "sglang-8b-prefix-cache": lambda: _flags("llama-3.1-8b", task="serve", batch=64, prompt=2048, gen=256,
+    "sglang-8b-prefix-cache": lambda: _flags("llama-3.1-8b", task="serve", concurrency=64, prompt=2048, gen=256,
                                              max_gpus=4, engine="sglang", prefix_hit_ratio=0.5),
-    "chat-70b-static": lambda: _flags("llama-3.1-70b", task="serve", batch=32, prompt=2048, gen=256, max_gpus=8,
+    "chat-70b-static": lambda: _flags("llama-3.1-70b", task="serve", concurrency=32, prompt=2048, gen=256, max_gpus=8,
                                       engine="static", ttft_p50_s="500ms", tpot_p50_s="40ms"),
 }
 
@@ -69,7 +69,7 @@ def _estimate(req: PlanRequest, gpu: str, options: dict[str, Any], static: bool 
         if static:
             opts["engine"] = "static"
             opts.pop("prefix_hit_ratio", None)
-    return estimate(req.model, gpu, count=count, site=req.site, **opts)
+    return estimate(req.model, gpu, Request(count=count, **opts), site=req.site)
 
 
 def _compare(where: str, plan_values: dict[str, float | None], result: Any, keys: dict[str, str]) -> list[str]:
@@ -133,9 +133,10 @@ def test_sampled_candidates_agree_with_estimate(name: str) -> None:
 
 def test_replicas_not_dividing_the_requests_count_only_the_sequences_in_flight() -> None:
     """32 requests on 3 replicas of 11 slots: tokens/s is 32/33 of three full replicas (the estimator's in_flight)."""
-    kw: dict[str, Any] = {"task": "serve", "batch": 11, "prompt": 1024, "gen": 256, "tp": 2, "engine": "static"}
-    full = estimate("mixtral-8x7b", "H200 SXM", count=6, **kw)
-    part = estimate("mixtral-8x7b", "H200 SXM", count=6, in_flight=32, **kw)
+    kw: dict[str, Any] = {"task": "serve", "prompt": 1024, "gen": 256, "tp": 2, "engine": "static"}
+    full = estimate("mixtral-8x7b", "H200 SXM", Request(count=6, concurrency=33, **kw))
+    part = estimate("mixtral-8x7b", "H200 SXM", Request(count=6, concurrency=32, **kw))
+    assert full.layout["seqs_per_replica"] == part.layout["seqs_per_replica"] == 11
     assert part.metrics["tpot_s"] == full.metrics["tpot_s"]
     assert part.metrics["tokens_per_s"] == pytest.approx(full.metrics["tokens_per_s"] * 32 / 33)
     assert part.memory.total_bytes == full.memory.total_bytes

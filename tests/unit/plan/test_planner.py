@@ -25,7 +25,7 @@ def _req(model: str, **kw: object) -> PlanRequest:
 
 def test_70b_fp16_serving_does_not_fit_one_80gb_card() -> None:
     """Seed: 70B in FP16 is about 140 GB of weights; an 80 GB card cannot hold it (rejected with the shortfall)."""
-    p = plan(_req("llama-3.1-70b", task="serve", precision="fp16", batch=1, max_gpus=1))
+    p = plan(_req("llama-3.1-70b", task="serve", precision="fp16", concurrency=1, max_gpus=1))
     cards = {g.name for g in load_catalog().gpus if 70 * GIB < g.memory_usable_bytes <= 80 * GIB}
     assert "H100 SXM5 80GB" in cards
     rows = [r for r in p.rejected if r["gpu"] in cards and r["count"] == 1 and r["precision"] == "fp16"]
@@ -41,7 +41,7 @@ def test_70b_fp16_serving_does_not_fit_one_80gb_card() -> None:
 
 
 def test_rtx_4090_pair_tensor_parallel_training_is_flagged_for_pcie() -> None:
-    req = _req("llama-3.1-8b", task="lora", batch=16, seq=2048, max_gpus=2, gpus_per_node=2, tp=2,
+    req = _req("llama-3.1-8b", task="lora", global_batch=16, seq=2048, max_gpus=2, gpus_per_node=2, tp=2,
                gpus_allow=("GeForce RTX 4090",))
     p = plan(req)
     entries = p.shortlist["single-node-training"]
@@ -58,7 +58,7 @@ def test_low_power_inference_of_a_small_model_picks_the_lowest_energy_card() -> 
     cost, so it lost the role for that alone; with a quote, or without one under the renormalised score, it wins.)
     """
     for p in (plan(load_workload(EXAMPLES / "lowpower-small-inference.toml")),
-              plan(_req("llama-3.2-3b", task="serve", batch=8, prompt=512, gen=256, max_gpus=1))):
+              plan(_req("llama-3.2-3b", task="serve", concurrency=8, prompt=512, gen=256, max_gpus=1))):
         picks = p.shortlist["low-power-inference"]
         assert {"A10", "L4"} <= {e["gpu"] for e in picks}
         assert all(load_catalog().get(e["gpu"]).tdp_w <= 165 for e in picks)
@@ -67,7 +67,7 @@ def test_low_power_inference_of_a_small_model_picks_the_lowest_energy_card() -> 
 
 
 def test_405b_finetune_needs_multiple_nodes() -> None:
-    p = plan(_req("llama-3.1-405b", task="finetune", batch=256, seq=4096, max_gpus=64, gpus_per_node=8))
+    p = plan(_req("llama-3.1-405b", task="finetune", global_batch=256, seq=4096, max_gpus=64, gpus_per_node=8))
     assert p.shortlist["single-node-training"] == []
     cluster = p.shortlist["cluster-training"]
     assert cluster and all(e["count"] > 8 for e in cluster)
@@ -100,7 +100,7 @@ def test_every_example_has_a_shortlist_and_the_json_contract(path: Path) -> None
 
 
 def test_tensor_parallel_not_dividing_heads_is_rejected_with_reason() -> None:
-    p = plan(_req("llama-3.1-70b", task="serve", batch=8, max_gpus=6, gpus_per_node=6,
+    p = plan(_req("llama-3.1-70b", task="serve", concurrency=8, max_gpus=6, gpus_per_node=6,
                   gpus_allow=("H100 SXM5 80GB",)))
     rows = [r for r in p.rejected if r["rule"] == "heads"]
     assert rows and "does not divide" in rows[0]["reason"] and "64 attention heads" in rows[0]["reason"]
@@ -120,14 +120,14 @@ def test_pinned_layout_the_model_or_node_cannot_take_is_an_input_error(pins: dic
 
 
 def test_fp8_before_ada_is_rejected() -> None:
-    p = plan(_req("llama-3.1-8b", task="serve", batch=8, max_gpus=1, gpus_allow=("A100 SXM4 80GB",)))
+    p = plan(_req("llama-3.1-8b", task="serve", concurrency=8, max_gpus=1, gpus_allow=("A100 SXM4 80GB",)))
     rows = [r for r in p.rejected if r["rule"] == "precision" and r["precision"] == "fp8"]
     assert rows and "FP8 needs Ada" in rows[0]["reason"]
 
 
 def test_psu_headroom_rule() -> None:
     """Seed: keep 1.5x PSU headroom. Two 450 W cards + 2 × 150 W host = 1200 W -> needs an 1800 W PSU."""
-    p = plan(_req("llama-3.1-8b", task="lora", batch=16, seq=2048, max_gpus=2, gpus_per_node=2, psu_w=1600.0,
+    p = plan(_req("llama-3.1-8b", task="lora", global_batch=16, seq=2048, max_gpus=2, gpus_per_node=2, psu_w=1600.0,
                   gpus_allow=("GeForce RTX 4090",)))
     rows = [r for r in p.rejected if r["rule"] == "psu"]
     assert rows and all(r["count"] == 2 for r in rows)
@@ -135,7 +135,7 @@ def test_psu_headroom_rule() -> None:
 
 
 def test_consumer_card_across_nodes_is_rejected() -> None:
-    p = plan(_req("llama-3.1-70b", task="finetune", batch=64, seq=2048, max_gpus=16, gpus_per_node=8,
+    p = plan(_req("llama-3.1-70b", task="finetune", global_batch=64, seq=2048, max_gpus=16, gpus_per_node=8,
                   gpus_allow=("GeForce RTX 4090",)))
     rows = [r for r in p.rejected if r["rule"] == "consumer"]
     assert rows and all(r["count"] > 8 for r in rows) and "no ECC" in rows[0]["reason"]
@@ -143,7 +143,7 @@ def test_consumer_card_across_nodes_is_rejected() -> None:
 
 def test_budget_rule_and_unknown_prices() -> None:
     """Priced cards over the budget are rejected with the arithmetic; unpriced ones are kept and flagged."""
-    p = plan(_req("llama-3.1-8b", task="infer", batch=16, max_gpus=2, budget_usd=3000.0))
+    p = plan(_req("llama-3.1-8b", task="infer", concurrency=16, max_gpus=2, budget_usd=3000.0))
     reasons = {r["gpu"]: r["reason"] for r in p.rejected if r["rule"] == "budget"}
     assert "exceeds the $3,000" in reasons["RTX 6000 Ada Generation"]
     assert "$27,500" in reasons["H100 SXM5 80GB"]  # the street quote's median, not "no price"
@@ -162,7 +162,7 @@ def test_budget_rule_and_unknown_prices() -> None:
 
 
 def test_role_weights_from_the_workload_change_the_ranking() -> None:
-    base = _req("llama-3.2-3b", task="serve", batch=8, max_gpus=1)
+    base = _req("llama-3.2-3b", task="serve", concurrency=8, max_gpus=1)
     cost_only = with_options(base, None, role_weights={"throughput-serving": {
         "throughput": 0.0, "latency": 0.0, "cost": 1.0, "energy": 0.0, "memory_headroom": 0.0, "scaling": 0.0,
         "reliability": 0.0, "ecosystem": 0.0}})
@@ -175,9 +175,9 @@ def test_role_weights_from_the_workload_change_the_ranking() -> None:
 
 def test_roles_depend_on_the_task() -> None:
     assert set(plan(_req("llama-3.2-1b", task="dev", max_gpus=1)).shortlist) == {"dev"}
-    train = plan(_req("llama-3.2-1b", task="train", batch=8, seq=1024, max_gpus=16))
+    train = plan(_req("llama-3.2-1b", task="train", global_batch=8, seq=1024, max_gpus=16))
     assert set(train.shortlist) == {"single-node-training", "cluster-training"}
-    serve = plan(_req("llama-3.2-1b", task="serve", batch=8, max_gpus=2))
+    serve = plan(_req("llama-3.2-1b", task="serve", concurrency=8, max_gpus=2))
     assert set(serve.shortlist) == {"low-power-inference", "latency-serving", "throughput-serving"}
 
 
@@ -211,7 +211,7 @@ def test_memory_examples_are_the_closest_to_fitting_per_gpu() -> None:
 
 def test_best_as_requested_shown_when_every_pick_changes_the_numerics() -> None:
     """70B fp16 on one GPU fits on MI325X/MI300X/B200, but int4 wins the score: the fp16 option is still shown."""
-    p = plan(_req("llama-3.1-70b", task="serve", precision="fp16", batch=1, max_gpus=1))
+    p = plan(_req("llama-3.1-70b", task="serve", precision="fp16", concurrency=1, max_gpus=1))
     for role in ("latency-serving", "throughput-serving"):
         assert all(e["mitigations"] for e in p.shortlist[role])
         alt = p.as_requested[role]

@@ -15,7 +15,7 @@ from gpumatch.plan.request import PlanRequest, with_options
 
 
 def _req(**kw: object) -> PlanRequest:
-    base: dict[str, object] = {"task": "serve", "batch": 8, "prompt": 512, "gen": 128, "max_gpus": 2}
+    base: dict[str, object] = {"task": "serve", "concurrency": 8, "prompt": 512, "gen": 128, "max_gpus": 2}
     return with_options(None, get_model("llama-3.2-3b"), **{**base, **kw})
 
 

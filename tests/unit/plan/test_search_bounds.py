@@ -26,7 +26,7 @@ def _req(model: str = "llama-3.1-70b", **kw: Any) -> PlanRequest:
     return with_options(None, get_model(model), **kw)
 
 
-FINETUNE = {"task": "finetune", "batch": 512, "seq": 4096}
+FINETUNE = {"task": "finetune", "global_batch": 512, "seq": 4096}
 
 
 def test_a_search_too_large_is_refused_up_front_with_the_largest_that_works() -> None:
@@ -45,7 +45,7 @@ def test_a_search_too_large_is_refused_up_front_with_the_largest_that_works() ->
 
 def test_counts_no_layout_can_use_are_pruned(capsys: pytest.CaptureFixture[str]) -> None:
     """32 sequences in flight use at most 32 replicas of the largest TP × PP group: a million GPUs costs nothing."""
-    req = _req(task="serve", batch=32, max_gpus=1_000_000)
+    req = _req(task="serve", concurrency=32, max_gpus=1_000_000)
     assert useful_max_gpus(req) == 8 * 16 * 32
     cs = enumerate_candidates(req, 2)
     assert int(cs.count.max()) <= useful_max_gpus(req) and int(cs.dp.max()) <= dp_limit(req)
@@ -55,8 +55,8 @@ def test_counts_no_layout_can_use_are_pruned(capsys: pytest.CaptureFixture[str])
 
 
 def test_training_data_parallel_ranks_each_get_a_micro_batch() -> None:
-    cs = enumerate_candidates(_req(task="finetune", batch=6, seq=2048, max_gpus=64), 1)
-    assert int(cs.dp.max()) <= 6 and np.all(cs.micro * cs.dp <= 6)
+    cs = enumerate_candidates(_req(task="finetune", global_batch=6, seq=2048, max_gpus=64), 1)
+    assert int(cs.dp.max()) <= 6 and np.all(cs.seqs_per_replica * cs.dp <= 6)
 
 
 @settings(max_examples=25, deadline=None)
@@ -65,14 +65,15 @@ def test_training_data_parallel_ranks_each_get_a_micro_batch() -> None:
        allowed=st.lists(st.booleans(), min_size=1, max_size=4))
 def test_the_count_before_enumerating_is_exact(task: str, batch: int, max_gpus: int, gpn: int,
                                                allowed: list[bool]) -> None:
-    req = _req("llama-3.1-8b", task=task, batch=batch, max_gpus=max_gpus, gpus_per_node=gpn)
+    size = {"global_batch" if task in ("finetune", "lora") else "concurrency": batch}
+    req = _req("llama-3.1-8b", task=task, max_gpus=max_gpus, gpus_per_node=gpn, **size)
     total, _, _ = candidate_count(req, allowed)
     assert total == len(enumerate_candidates(req, len(allowed), allowed))
 
 
 def test_progress_reaches_every_pass_and_the_status_line_stays_off_pipes() -> None:
     calls: list[tuple[str, int, int]] = []
-    plan(_req("llama-3.1-8b", task="serve", batch=8, max_gpus=4), progress=lambda *a: calls.append(a))
+    plan(_req("llama-3.1-8b", task="serve", concurrency=8, max_gpus=4), progress=lambda *a: calls.append(a))
     last = {phase: (done, total) for phase, done, total in calls}
     assert set(last) == {"memory", "speed and cost"} and all(d == t > 0 for d, t in last.values())
 
@@ -99,13 +100,13 @@ def test_plan_quantity_flags_take_units() -> None:
 
 
 def test_plan_takes_the_precisions_estimate_takes() -> None:
-    p = plan(_req("llama-3.1-8b", task="serve", precision="fp4", batch=4, max_gpus=1))
+    p = plan(_req("llama-3.1-8b", task="serve", precision="fp4", concurrency=4, max_gpus=1))
     assert any(p.shortlist.values()), "fp4 plans on the cards that have an FP4 path"
     assert any(r["rule"] == "precision" for r in p.rejected)  # and is refused, with a reason, elsewhere
 
 
 def test_qlora_plans_say_nf4_not_bf16() -> None:
-    req = _req(task="qlora", batch=4, seq=2048, max_gpus=1)
+    req = _req(task="qlora", global_batch=4, seq=2048, max_gpus=1)
     assert req.precision == "nf4"
     assert plan(req).request["precision"] == "nf4"
     with pytest.raises(InputError, match="4 bits"):

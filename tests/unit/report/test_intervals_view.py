@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.report import human
 from gpumatch.report.estimate import field_values
 from gpumatch.report.intervals import basis_rows, span
@@ -15,7 +15,7 @@ def test_span_names_the_unit_once_when_the_three_share_it() -> None:
 
 
 def test_the_table_shows_times_and_memory_with_their_interval_and_basis() -> None:
-    d = estimate("llama-3.1-8b", "h200", task="infer", batch=8).to_dict()
+    d = estimate("llama-3.1-8b", "h200", Request(task="infer", concurrency=8)).to_dict()
     view = field_values(d, human=True)
     for key in ("tpot_s", "e2e_s", "ttft_s", "prefill_s", "memory.total"):
         assert "–" in view[key], key

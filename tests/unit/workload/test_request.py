@@ -11,7 +11,7 @@ import pytest
 
 from gpumatch.cli.app import main
 from gpumatch.errors import InputError
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.models import get_model
 from gpumatch.plan import from_workload
 from gpumatch.plan.query import PlanQuery, plan_request
@@ -47,21 +47,21 @@ def test_a_serving_file_gives_both_commands_the_same_sequences_in_flight(
     path = _file(tmp_path, SERVE + shape)
     assert resolve_request(load_workload(path), RequestFlags()).concurrency == in_flight
     req = from_workload(load_workload(path))
-    assert req.batch == req.concurrency == in_flight and req.global_batch is None
+    assert req.concurrency == in_flight and not req.training
     d = _json(capsys, "--workload", str(path), "--gpu", GPU)
-    assert d["layout"]["batch"] == in_flight and d["layout"]["in_flight"] == in_flight
+    assert d["layout"]["seqs_per_replica"] == in_flight and d["layout"]["in_flight"] == in_flight
 
 
 def test_an_infer_file_with_concurrency_is_estimated_at_its_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
     # Before: 'estimate --workload' read batch_size (1) for task infer while 'plan' read concurrency (16).
     path = EXAMPLES / "inference-7b-budget.toml"
     d = _json(capsys, "--workload", str(path), "--gpu", GPU)
-    assert d["layout"]["batch"] == from_workload(load_workload(path)).batch == 16
+    assert d["layout"]["seqs_per_replica"] == from_workload(load_workload(path)).concurrency == 16
 
 
 def test_concurrency_from_a_flag_or_a_file_reaches_the_kv_cache(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    lib = estimate("llama-3.1-8b", GPU, task="serve", batch=24, prompt=1024, gen=128)
+    lib = estimate("llama-3.1-8b", GPU, Request(task="serve", prompt=1024, gen=128, concurrency=24))
     flag = _json(capsys, "--model", "llama-3.1-8b", "--gpu", GPU, "--task", "serve", "--concurrency", "24",
                  "--prompt", "1024", "--gen", "128")
     file = _json(capsys, "--workload", str(_file(tmp_path, SERVE + "concurrency = 24\n")), "--gpu", GPU)
@@ -73,29 +73,29 @@ def test_concurrency_from_a_flag_or_a_file_reaches_the_kv_cache(tmp_path: Path,
 
 def test_concurrency_is_spread_over_the_replicas(capsys: pytest.CaptureFixture[str]) -> None:
     d = _json(capsys, "--model", "llama-3.1-8b", "--gpu", GPU, "--task", "serve", "--concurrency", "10", "--dp", "4")
-    assert d["layout"]["batch"] == 3 and d["layout"]["in_flight"] == 10  # the planner's split: ceil(10 / 4)
+    assert d["layout"]["seqs_per_replica"] == 3 and d["layout"]["in_flight"] == 10  # the planner's split: ceil(10 / 4)
 
 
 def test_a_training_micro_batch_from_a_flag_or_a_file_reaches_the_activations(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    lib = estimate("llama-3.2-1b", GPU, task="lora", batch=4, seq=2048, micro_batches=4)
+    lib = estimate("llama-3.2-1b", GPU, Request(task="lora", seq=2048, micro_batches=4, micro_batch=4))
     args = ("--model", "llama-3.2-1b", "--gpu", GPU, "--task", "lora", "--seq", "2048")
     flag = _json(capsys, *args, "--micro-batch", "4", "--global-batch", "16")
     path = _file(tmp_path, 'task = "lora"\nmodel = "llama-3.2-1b"\n[shape]\nbatch_size = 16\nmicro_batch_size = 4\n'
                            'sequence_length = 2048\n')
     file = _json(capsys, "--workload", str(path), "--gpu", GPU)
     for d in (flag, file):
-        assert d["layout"]["batch"] == 4 and d["layout"]["micro_batches"] == 4
+        assert d["layout"]["seqs_per_replica"] == 4 and d["layout"]["micro_batches"] == 4
         assert d["memory"]["activations_bytes"] == lib.memory.items["activations_bytes"]
     req = from_workload(load_workload(path))
-    assert (req.micro_batch, req.global_batch, req.concurrency) == (4, 16, None)
+    assert (req.micro_batch, req.global_batch, req.training) == (4, 16, True)
 
 
 def test_a_global_batch_is_spread_over_the_data_parallel_ranks(capsys: pytest.CaptureFixture[str]) -> None:
     args = ("--model", "llama-3.2-1b", "--gpu", GPU, "--task", "train", "--dp", "4")
-    assert _json(capsys, *args, "--global-batch", "32")["layout"]["batch"] == 8
+    assert _json(capsys, *args, "--global-batch", "32")["layout"]["seqs_per_replica"] == 8
     d = _json(capsys, *args, "--global-batch", "32", "--micro-batch", "2")
-    assert (d["layout"]["batch"], d["layout"]["micro_batches"]) == (2, 4)
+    assert (d["layout"]["seqs_per_replica"], d["layout"]["micro_batches"]) == (2, 4)
 
 
 def test_the_deprecated_batch_keeps_its_meaning_and_says_what_replaces_it(
@@ -109,10 +109,10 @@ def test_the_deprecated_batch_keeps_its_meaning_and_says_what_replaces_it(
     assert out.err == ("gpumatch: note: --batch is deprecated; for task 'train' use --micro-batch (sequences per DP "
                        "rank per step)\n")
     req, notes = plan_request(PlanQuery(request=RequestFlags(model="llama-3.1-8b", task="serve", batch=12)))
-    assert req.batch == 12 and notes == ("--batch is deprecated; for task 'serve' use --concurrency (sequences in "
+    assert req.concurrency == 12 and notes == ("--batch is deprecated; for task 'serve' use --concurrency (sequences in "
                                          "flight)",)
     req, _ = plan_request(PlanQuery(request=RequestFlags(model="llama-3.1-8b", task="lora", batch=12)))
-    assert req.batch == 12 and req.training
+    assert req.global_batch == 12 and req.training
 
 
 @pytest.mark.parametrize(
