@@ -45,9 +45,12 @@ def main() -> dict[str, float]:
     gpu = get_gpu("H100 SXM")
     m = model_nums(arch)
     res: dict[str, float] = {}
-    res["estimate_infer_per_s"] = rate(lambda: estimate(arch, gpu, Request(task="serve", tp=4, concurrency=16), with_scaling=False))
+    res["estimate_infer_per_s"] = rate(
+        lambda: estimate(arch, gpu, Request(task="serve", tp=4, concurrency=16), with_scaling=False)
+    )
     res["estimate_train_per_s"] = rate(
-        lambda: estimate(arch, gpu, Request(task="train", tp=8, pp=2, dp=4, zero=1, micro_batch=1), with_scaling=False))
+        lambda: estimate(arch, gpu, Request(task="train", tp=8, pp=2, dp=4, zero=1, micro_batch=1), with_scaling=False)
+    )
     case_i, _ = build_case(arch, gpu, Request(task="serve", concurrency=16, tp=4))
     case_t, _ = build_case(arch, gpu, Request(task="train", tp=8, pp=2, dp=4, zero=1))
     res["evaluate_scalar_infer_per_s"] = rate(lambda: evaluate("serve", m, case_i))
@@ -99,8 +102,12 @@ def main() -> dict[str, float]:
 
 if __name__ == "__main__":
     out = main()
-    meta = {"python": platform.python_version(), "numpy": np.__version__, "machine": platform.processor() or
-            platform.machine(), "cpus": os.cpu_count()}
+    meta = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+    }
     if "--json" in sys.argv:
         print(json.dumps({"results": out, "meta": meta}, indent=2))
     else:

@@ -106,7 +106,13 @@ def test_seed_70b_fp16_weights_about_140_gb() -> None:
 def test_seed_70b_bandwidth_ceiling(gpu: str, low: float, high: float) -> None:
     """Batch-1 decode with ideal bandwidth and no overheads: bandwidth / weight bytes (3.35 TB/s / 138 GB
     = 24.3 tok/s on H100; 1.008 TB/s / 138 GB = 7.3 on RTX 4090). The seed says ~24 (20-something) and 7-8."""
-    e = estimate("llama-2-70b", gpu, Request(task="infer", precision="fp16", prompt=16, gen=16, concurrency=1), calibration=IDEAL, with_scaling=False)
+    e = estimate(
+        "llama-2-70b",
+        gpu,
+        Request(task="infer", precision="fp16", prompt=16, gen=16, concurrency=1),
+        calibration=IDEAL,
+        with_scaling=False,
+    )
     assert low <= e.metrics["decode_tokens_per_s"] <= high
     assert e.bound == "memory"
 
@@ -123,6 +129,8 @@ def test_published_vllm_a100_40gb_single_request_decode() -> None:
     one A100 40GB, 1024 input / 128 output tokens, concurrency 1: "decode ... runs at about 75 tokens/sec,
     roughly 77% of the GPU's memory-bandwidth ceiling". Tolerance 10 %. The figure is one request's decode speed,
     1 / TPOT (with the default engine, vllm, TPOT includes its per-pass host cost)."""
-    e = estimate("llama-3.1-8b", "A100 SXM4 40GB", Request(task="serve", prompt=1024, gen=128, concurrency=1), with_scaling=False)
+    e = estimate(
+        "llama-3.1-8b", "A100 SXM4 40GB", Request(task="serve", prompt=1024, gen=128, concurrency=1), with_scaling=False
+    )
     assert 1.0 / e.metrics["tpot_s"] == pytest.approx(75.0, rel=0.10)
     assert e.bound == "memory"

@@ -80,7 +80,9 @@ def test_decode_compiled_graph_within_12_percent() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "decode" or c.get("variant") != "compiled-graph":
             return None
-        e = estimate(m, gpu, Request(task="infer", prompt=c["context"] - 1, gen=1, concurrency=c["batch"]), with_scaling=False)
+        e = estimate(
+            m, gpu, Request(task="infer", prompt=c["context"] - 1, gen=1, concurrency=c["batch"]), with_scaling=False
+        )
         return float(e.metrics["tpot_s"] / c["timing"]["median_s"] - 1)
 
     errs = _errors("decode", err)
@@ -96,7 +98,9 @@ def test_decode_peak_memory_within_10_percent() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "decode" or "max_memory_allocated_bytes" not in c:
             return None
-        e = estimate(m, gpu, Request(task="infer", prompt=c["context"] - 1, gen=1, concurrency=c["batch"]), with_scaling=False)
+        e = estimate(
+            m, gpu, Request(task="infer", prompt=c["context"] - 1, gen=1, concurrency=c["batch"]), with_scaling=False
+        )
         allocated = e.memory.total_bytes - e.memory.overhead_bytes
         return float(allocated / c["max_memory_allocated_bytes"] - 1)
 
@@ -124,7 +128,18 @@ def test_training_peak_memory_within_10_percent() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "train":
             return None
-        e = estimate(m, gpu, Request(task="train", seq=c["seq"], recompute=c["recompute"], master_weights=RECIPE_OF_BENCH_MASTER[c["master"]], micro_batch=c["batch"]), with_scaling=False)
+        e = estimate(
+            m,
+            gpu,
+            Request(
+                task="train",
+                seq=c["seq"],
+                recompute=c["recompute"],
+                master_weights=RECIPE_OF_BENCH_MASTER[c["master"]],
+                micro_batch=c["batch"],
+            ),
+            with_scaling=False,
+        )
         allocated = e.memory.total_bytes - e.memory.overhead_bytes
         return float(allocated / c["max_memory_allocated_bytes"] - 1)
 
@@ -139,7 +154,18 @@ def test_training_step_time_known_gap() -> None:
     def err(c: dict[str, Any], m: ModelArch) -> float | None:
         if c.get("kind") != "train":
             return None
-        e = estimate(m, gpu, Request(task="train", seq=c["seq"], recompute=c["recompute"], master_weights=RECIPE_OF_BENCH_MASTER[c["master"]], micro_batch=c["batch"]), with_scaling=False)
+        e = estimate(
+            m,
+            gpu,
+            Request(
+                task="train",
+                seq=c["seq"],
+                recompute=c["recompute"],
+                master_weights=RECIPE_OF_BENCH_MASTER[c["master"]],
+                micro_batch=c["batch"],
+            ),
+            with_scaling=False,
+        )
         return float(e.metrics["step_s"] / c["timing"]["median_s"] - 1)
 
     errs = _errors("train", err)

@@ -75,15 +75,23 @@ def test_tied_embedding_gradient_twice_at_the_end_of_backward() -> None:
     m = get_model("llama-3.2-1b")
     e = estimate(m, "H200", Request(task="train", seq=1024, master_weights="amp", micro_batch=1), with_scaling=False)
     assert e.memory.tied_embedding_grad_bytes == pytest.approx(4 * m.vocab_size * m.hidden_size)
-    e_pp = estimate(m, "H200", Request(task="train", seq=1024, master_weights="amp", pp=2, count=2, micro_batch=1), with_scaling=False)
+    e_pp = estimate(
+        m,
+        "H200",
+        Request(task="train", seq=1024, master_weights="amp", pp=2, count=2, micro_batch=1),
+        with_scaling=False,
+    )
     assert e_pp.memory.tied_embedding_grad_bytes == 0.0  # stages keep separate copies
 
 
-@pytest.mark.parametrize(("kw", "needle"), [
-    ({"task": "lora"}, "full training"),
-    ({"task": "train", "precision": "fp32"}, "bf16 or fp16"),
-    ({"task": "train", "precision": "fp8"}, "bf16 or fp16"),
-])
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"task": "lora"}, "full training"),
+        ({"task": "train", "precision": "fp32"}, "bf16 or fp16"),
+        ({"task": "train", "precision": "fp8"}, "bf16 or fp16"),
+    ],
+)
 def test_amp_outside_16_bit_full_training_is_an_error(kw: dict[str, str], needle: str) -> None:
     with pytest.raises(InputError, match=needle):
         estimate("llama-3.2-1b", "H200", Request(master_weights="amp", **kw), with_scaling=False)

@@ -8,8 +8,9 @@ functions ``gpumatch estimate`` uses), so a plan entry and ``gpumatch estimate``
 ``estimate_options`` agree on memory, times, tokens/s and cost. What the planner sets up on top:
 
 - inference replicas are the estimator's ``dp`` (replicas do not communicate; see
-  :func:`gpumatch.estimate.engine.replica_case`), each serving ``micro = ceil(batch / replicas)`` sequences, with
-  ``in_flight = batch``: throughput counts only the sequences really in flight;
+  :func:`gpumatch.estimate.engine.replica_case`), each serving ``seqs_per_replica = ceil(concurrency / replicas)``
+  sequences (:func:`gpumatch.estimate.request.seqs_per_replica`), with ``in_flight = concurrency``: throughput
+  counts only the sequences really in flight;
 - CPU offload of the optimizer state is the estimator's ``offload`` (ZeRO-Offload, Ren et al. 2021: the state
   leaves the GPU, the host updates it; :mod:`gpumatch.estimate.training`);
 - one price basis for every candidate, so costs compare (:func:`gpumatch.plan.pricing.plan_prices`): the

@@ -1,8 +1,9 @@
 """One request from a workload file and the command-line flags: the ONE mapping ``estimate`` and ``plan`` share.
 
 :func:`resolve_request` reads the shared concepts of a workload file, puts the flags the user gave on top and
-returns a :class:`WorkRequest`. ``gpumatch estimate`` turns that into one estimate's options
-(:func:`gpumatch.estimate.query.estimate_options`), ``gpumatch plan`` into a planning question
+returns a :class:`WorkRequest`. ``gpumatch estimate`` turns that into one estimate's request
+(:func:`gpumatch.estimate.query.request_of`, a :class:`gpumatch.estimate.Request` with the same concept names),
+``gpumatch plan`` into a planning question
 (:func:`gpumatch.plan.request.from_request`); neither reads the file's shape or precision fields itself.
 
 Each concept has one name, the same as a flag, a request field and (where the file has it) a workload field:

@@ -2,7 +2,7 @@
 
 - Which options belong to which kind of task (:func:`misplaced_options`): an option that does not apply
   to the task is an error, never silently ignored. Names are those of
-  :class:`gpumatch.estimate.options.Request`; each caller names them its own way (``--kv-precision``,
+  :class:`gpumatch.estimate.request.Request`; each caller names them its own way (``--kv-precision``,
   ``precision.kv_cache``).
 - How long a context the model takes (:func:`context_problem`, :func:`check_context`).
 - The largest magnitudes a real request can have (:data:`MAX_BATCH` ...), so that a typo such as

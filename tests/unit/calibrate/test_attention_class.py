@@ -39,7 +39,7 @@ def test_pairs_are_ratios_of_consecutive_contexts_of_one_shape_and_run(store: Pa
     pairs = {c.extra["shape"]: c for c in attention_cases(base)}
     assert set(pairs) == {f"attention decode batch={b} context=2048->8192" for b in (1, 4, 16, 64)} | {
         "attention prefill batch=1 context=512->2048", "attention prefill batch=1 context=2048->8192"}
-    t = {(c.kind, c.options["batch"], c.options["prompt"]): c.measured for c in base
+    t = {(c.kind, c.options["concurrency"], c.options["prompt"]): c.measured for c in base
          if c.extra["run_id"] == 2 and c.kind in ("decode", "prefill")}
     pair = pairs["attention prefill batch=1 context=2048->8192"]
     assert pair.measured == pytest.approx(t[("prefill", 1, 8192)] / t[("prefill", 1, 2048)])
@@ -73,7 +73,7 @@ def test_the_fit_recovers_the_blocks_a_decode_kernel_needs(store: Path) -> None:
     card, runs = load_runs(store)
     truth = replace(Calibration(), decode_attention_full_bw_blocks=60.0)
     pairs = split_by_shape([c for c in attention_cases(cases_of_runs(runs)) if c.extra["sub"] == "decode"
-                            and c.options["batch"] < 64])
+                            and c.options["concurrency"] < 64])
     synthetic = [replace(c, measured=predict(c, truth, card)) for c in pairs]
     got = search(Calibration(), synthetic, ["decode_attention_full_bw_blocks"], 3, FIELD_BOUNDS, gpu=card)
     assert 50.0 <= got.decode_attention_full_bw_blocks <= 72.0

@@ -29,9 +29,21 @@ def test_profile_matches_the_server_defaults() -> None:
 
 
 def test_replay_and_steady_state_accept_gpumatch() -> None:
-    replayed = estimate("llama-3.1-8b", "H200 SXM", Request(engine="gpumatch", num_prompts=320, **SERVE, concurrency=32), with_scaling=False)
-    steady = estimate("llama-3.1-8b", "H200 SXM", Request(engine="gpumatch", num_prompts=0, **SERVE, concurrency=32), with_scaling=False)
-    vllm = estimate("llama-3.1-8b", "H200 SXM", Request(engine="vllm", num_prompts=320, **SERVE, concurrency=32), with_scaling=False)
+    replayed = estimate(
+        "llama-3.1-8b",
+        "H200 SXM",
+        Request(engine="gpumatch", num_prompts=320, **SERVE, concurrency=32),
+        with_scaling=False,
+    )
+    steady = estimate(
+        "llama-3.1-8b",
+        "H200 SXM",
+        Request(engine="gpumatch", num_prompts=0, **SERVE, concurrency=32),
+        with_scaling=False,
+    )
+    vllm = estimate(
+        "llama-3.1-8b", "H200 SXM", Request(engine="vllm", num_prompts=320, **SERVE, concurrency=32), with_scaling=False
+    )
     s = replayed.serving
     assert s is not None and s["engine"] == "gpumatch" and s["model"] == "benchmark-replay"
     assert s["token_budget"] == 8192 and s["max_seqs"] == 256 and s["replay"]["num_prompts"] == 320
@@ -41,7 +53,23 @@ def test_replay_and_steady_state_accept_gpumatch() -> None:
 
 
 def test_cli_estimate_with_engine_gpumatch() -> None:
-    r = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H200 SXM", "--task", "serve",
-                                 "--engine", "gpumatch", "--concurrency", "16", "--format", "json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "H200 SXM",
+            "--task",
+            "serve",
+            "--engine",
+            "gpumatch",
+            "--concurrency",
+            "16",
+            "--format",
+            "json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["serving"]["engine"] == "gpumatch"

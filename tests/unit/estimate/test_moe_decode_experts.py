@@ -42,7 +42,11 @@ def test_dense_models_read_no_extra_experts() -> None:
 
 def test_decode_step_grows_with_the_experts_touched() -> None:
     def tpot(batch: int) -> float:
-        e = api.estimate("deepseek-v3", "H200", Request(count=8, task="serve", prompt=1024, gen=256, precision="fp8", tp=8, concurrency=batch))
+        e = api.estimate(
+            "deepseek-v3",
+            "H200",
+            Request(count=8, task="serve", prompt=1024, gen=256, precision="fp8", tp=8, concurrency=batch),
+        )
         return float(e.to_dict()["tpot_s"])
 
     one, eight, many = tpot(1), tpot(8), tpot(256)

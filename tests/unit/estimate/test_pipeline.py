@@ -58,7 +58,9 @@ def test_pp1_is_unchanged_and_infer_keeps_stages_in_series() -> None:
     a = estimate(ARCH, GPU, Request(task="infer", tp=4, pp=2, **kw, concurrency=32), with_scaling=False)
     lat = roofline.decode_step(model_nums(ARCH), _case("infer", 2, 32), CTX, DEFAULT_CALIBRATION)["time_s"]
     assert a.metrics["tpot_s"] == lat
-    one = estimate(ARCH, GPU, Request(task="serve", engine="static", tp=4, pp=1, count=8, **kw, concurrency=32), with_scaling=False)
+    one = estimate(
+        ARCH, GPU, Request(task="serve", engine="static", tp=4, pp=1, count=8, **kw, concurrency=32), with_scaling=False
+    )
     case = _case("serve", 1, 16)
     assert one.metrics["tpot_s"] == roofline.decode_step(model_nums(ARCH), case, CTX, DEFAULT_CALIBRATION)["time_s"]
 
@@ -66,7 +68,9 @@ def test_pp1_is_unchanged_and_infer_keeps_stages_in_series() -> None:
 def test_engine_throughput_rises_with_overlap() -> None:
     """The 70B TP4 x PP2 example: vLLM at 32 in flight serves more tokens/s with overlapped stages than the
     sequential-stage figure (1,481 tok/s, TPOT 21.5 ms before issue 12 item 2)."""
-    e = estimate(ARCH, GPU, Request(task="serve", engine="vllm", tp=4, pp=2, count=8, concurrency=32), with_scaling=False)
+    e = estimate(
+        ARCH, GPU, Request(task="serve", engine="vllm", tp=4, pp=2, count=8, concurrency=32), with_scaling=False
+    )
     assert e.metrics["output_tokens_per_s"] > 1481 * 1.05
     assert e.metrics["tpot_s"] < 0.0215
 
@@ -74,8 +78,7 @@ def test_engine_throughput_rises_with_overlap() -> None:
 def test_training_stages_overlap_in_1f1b() -> None:
     """Training already overlaps stages: a step is (m + p - 1) micro-batch slots of one stage (1F1B, Narayanan et
     al. 2021 section 2.2.1), so PP 2 at 8 micro-batches is about 9/16 of the one-stage step, not all of it."""
-    kw = {"task": "train", "tp": 8, "micro_batch": 1, "seq": 4096, "micro_batches": 8,
-          "recompute": "full", "zero": 1}
+    kw = {"task": "train", "tp": 8, "micro_batch": 1, "seq": 4096, "micro_batches": 8, "recompute": "full", "zero": 1}
     one = estimate(ARCH, "H200 SXM", Request(dp=2, pp=1, count=16, **kw), with_scaling=False).metrics
     two = estimate(ARCH, "H200 SXM", Request(dp=2, pp=2, count=32, **kw), with_scaling=False).metrics
     assert one["bubble_s"] == 0.0

@@ -103,7 +103,12 @@ SERVE = {"task": "serve", "prompt": 1024, "gen": 512}
 def test_long_replay_with_spread_lengths_approaches_the_steady_state(engine: str) -> None:
     # with many requests the first burst weighs little and spread lengths break the convoys: the replay's
     # TPOT comes to the steady state's (the same pass equations seen request by request)
-    r = estimate("llama-3.1-8b", "H100 SXM", Request(engine=engine, num_prompts=4000, length_low=0.5, **SERVE, concurrency=32), with_scaling=False)
+    r = estimate(
+        "llama-3.1-8b",
+        "H100 SXM",
+        Request(engine=engine, num_prompts=4000, length_low=0.5, **SERVE, concurrency=32),
+        with_scaling=False,
+    )
     s = r.serving
     assert s is not None and s["model"] == "benchmark-replay"
     assert r.metrics["tpot_s"] == pytest.approx(s["steady_state_tpot_s"], rel=0.10)
@@ -111,15 +116,27 @@ def test_long_replay_with_spread_lengths_approaches_the_steady_state(engine: str
 
 def test_little_law_over_the_replay() -> None:
     # C clients are busy until the last wave drains: sum of e2e over requests <= C x duration, and close to it
-    r = estimate("llama-3.1-8b", "H200 SXM", Request(num_prompts=800, length_low=0.8, **SERVE, concurrency=16), with_scaling=False)
+    r = estimate(
+        "llama-3.1-8b",
+        "H200 SXM",
+        Request(num_prompts=800, length_low=0.8, **SERVE, concurrency=16),
+        with_scaling=False,
+    )
     rp = r.serving["replay"] if r.serving else {}
     busy = rp["e2e_s"] * rp["num_prompts"] / rp["duration_s"]
     assert 16 * (1 - 16 / 800) * 0.95 <= busy <= 16 + 1e-6
 
 
 def test_the_first_burst_raises_the_mean_ttft_of_short_benchmarks() -> None:
-    short = estimate("llama-3.1-70b", "H200 SXM", Request(count=8, tp=8, num_prompts=64 * 10, length_low=0.8, **SERVE, concurrency=64), with_scaling=False)
-    steady = estimate("llama-3.1-70b", "H200 SXM", Request(count=8, tp=8, num_prompts=0, **SERVE, concurrency=64), with_scaling=False)
+    short = estimate(
+        "llama-3.1-70b",
+        "H200 SXM",
+        Request(count=8, tp=8, num_prompts=64 * 10, length_low=0.8, **SERVE, concurrency=64),
+        with_scaling=False,
+    )
+    steady = estimate(
+        "llama-3.1-70b", "H200 SXM", Request(count=8, tp=8, num_prompts=0, **SERVE, concurrency=64), with_scaling=False
+    )
     rp = short.serving["replay"] if short.serving else {}
     assert rp["first_wave_ttft_s"] > 5 * steady.metrics["ttft_s"]  # 64 prompts queue behind an 8192 budget
     assert short.metrics["ttft_s"] > steady.metrics["ttft_s"]
@@ -130,12 +147,32 @@ def test_replay_options_are_checked() -> None:
     with pytest.raises(InputError, match="length-low"):
         estimate("llama-3.1-8b", "H100 SXM", Request(length_low=0.0, **SERVE, concurrency=8), with_scaling=False)
     with pytest.raises(InputError, match="closed-loop"):
-        estimate("llama-3.1-8b", "H100 SXM", Request(num_prompts=100, request_rate=2.0, **SERVE, concurrency=8), with_scaling=False)
+        estimate(
+            "llama-3.1-8b",
+            "H100 SXM",
+            Request(num_prompts=100, request_rate=2.0, **SERVE, concurrency=8),
+            with_scaling=False,
+        )
 
 
 def test_cli_replay_flags_and_json(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve", "--concurrency", "16",
-            "--num-prompts", "200", "--length-low", "0.8", "--format", "json"]
+    args = [
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "H100 SXM",
+        "--task",
+        "serve",
+        "--concurrency",
+        "16",
+        "--num-prompts",
+        "200",
+        "--length-low",
+        "0.8",
+        "--format",
+        "json",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     rp = json.loads(r.stdout)["serving"]["replay"]
@@ -169,7 +206,8 @@ def test_an_overloaded_open_loop_runs_saturated_and_renders() -> None:
     e = estimate("llama-3.1-8b", "H100 SXM", Request(task="serve", request_rate=3000.0))
     assert e.serving is not None and e.serving["stable"] is False and not math.isfinite(e.metrics["ttft_s"])
     assert 0 < e.metrics["tpot_s"] < 1 and e.metrics["decode_tokens_per_s"] > 0
-    res = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve",
-                                   "--request-rate", "3000"])
+    res = CliRunner().invoke(
+        app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve", "--request-rate", "3000"]
+    )
     assert res.exit_code == 0, res.output
     assert "unbounded" in res.output and "Traceback" not in res.output

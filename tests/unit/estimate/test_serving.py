@@ -32,14 +32,24 @@ def test_every_engine_has_a_validated_sourced_profile() -> None:
 def test_static_engine_keeps_the_static_batch_numbers() -> None:
     a = estimate("llama-3.1-8b", "H100 SXM", Request(engine="static", **SERVE, concurrency=16), with_scaling=False)
     assert a.serving is None
-    infer = estimate("llama-3.1-8b", "H100 SXM", Request(task="infer", prompt=1024, gen=512, concurrency=16), with_scaling=False)
+    infer = estimate(
+        "llama-3.1-8b", "H100 SXM", Request(task="infer", prompt=1024, gen=512, concurrency=16), with_scaling=False
+    )
     assert infer.to_dict()["serving"] == {"engine": "static"}
     assert a.metrics["ttft_s"] < a.metrics["prefill_s"]  # one prompt alone, not the batch
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "gpumatch"])
 def test_closed_loop_steady_state(engine: str) -> None:
-    runs = [estimate("llama-3.1-8b", "H100 SXM", Request(engine=engine, num_prompts=0, **SERVE, concurrency=c), with_scaling=False) for c in (1, 8, 64)]
+    runs = [
+        estimate(
+            "llama-3.1-8b",
+            "H100 SXM",
+            Request(engine=engine, num_prompts=0, **SERVE, concurrency=c),
+            with_scaling=False,
+        )
+        for c in (1, 8, 64)
+    ]
     tpot = [r.metrics["tpot_s"] for r in runs]
     ttft = [r.metrics["ttft_s"] for r in runs]
     assert tpot[0] < tpot[1] < tpot[2] and ttft[0] < ttft[2]
@@ -62,8 +72,18 @@ def test_one_request_alone_decodes_at_the_static_step_plus_host_cost() -> None:
 
 
 def test_kv_admission_limits_the_running_batch_and_queues_the_rest() -> None:
-    few = estimate("llama-3.1-70b", "H100 SXM", Request(count=4, tp=4, engine="vllm", task="serve", prompt=8192, gen=1024, concurrency=64), with_scaling=False)
-    many = estimate("llama-3.1-70b", "H100 SXM", Request(count=4, tp=4, engine="vllm", task="serve", prompt=8192, gen=1024, concurrency=2000), with_scaling=False)
+    few = estimate(
+        "llama-3.1-70b",
+        "H100 SXM",
+        Request(count=4, tp=4, engine="vllm", task="serve", prompt=8192, gen=1024, concurrency=64),
+        with_scaling=False,
+    )
+    many = estimate(
+        "llama-3.1-70b",
+        "H100 SXM",
+        Request(count=4, tp=4, engine="vllm", task="serve", prompt=8192, gen=1024, concurrency=2000),
+        with_scaling=False,
+    )
     s = many.serving
     assert s is not None and s["admission_limited"] and s["running_requests"] < 2000
     assert many.fits  # the excess waits in the queue instead of holding KV cache
@@ -74,21 +94,46 @@ def test_kv_admission_limits_the_running_batch_and_queues_the_rest() -> None:
 def test_open_loop_rate_and_goodput() -> None:
     closed = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=64), with_scaling=False)
     sat = closed.serving["saturated_requests_per_s"]  # type: ignore[index]
-    low = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=0.2 * sat, **SERVE, concurrency=1024), with_scaling=False)
-    high = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=0.9 * sat, **SERVE, concurrency=1024), with_scaling=False)
+    low = estimate(
+        "llama-3.1-8b",
+        "H100 SXM",
+        Request(engine="vllm", request_rate=0.2 * sat, **SERVE, concurrency=1024),
+        with_scaling=False,
+    )
+    high = estimate(
+        "llama-3.1-8b",
+        "H100 SXM",
+        Request(engine="vllm", request_rate=0.9 * sat, **SERVE, concurrency=1024),
+        with_scaling=False,
+    )
     assert low.serving["mode"] == "open-loop" and low.serving["stable"]  # type: ignore[index]
     assert low.metrics["requests_per_s"] == pytest.approx(0.2 * sat)
     assert low.metrics["ttft_s"] < high.metrics["ttft_s"] and low.metrics["tpot_s"] < high.metrics["tpot_s"]
-    g = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", slo_ttft_s=0.5, slo_tpot_s=0.02, **SERVE, concurrency=64), with_scaling=False)
+    g = estimate(
+        "llama-3.1-8b",
+        "H100 SXM",
+        Request(engine="vllm", slo_ttft_s=0.5, slo_tpot_s=0.02, **SERVE, concurrency=64),
+        with_scaling=False,
+    )
     good = g.serving["goodput_requests_per_s"]  # type: ignore[index]
     assert 0 < good < sat
-    at = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=good * 0.999, **SERVE, concurrency=1024), with_scaling=False)
+    at = estimate(
+        "llama-3.1-8b",
+        "H100 SXM",
+        Request(engine="vllm", request_rate=good * 0.999, **SERVE, concurrency=1024),
+        with_scaling=False,
+    )
     assert at.metrics["tpot_s"] <= 0.02 and at.metrics["ttft_s"] <= 0.5
 
 
 def test_prefix_cache_hits_shorten_the_first_token() -> None:
     cold = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=32), with_scaling=False)
-    warm = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", prefix_hit_ratio=0.75, **SERVE, concurrency=32), with_scaling=False)
+    warm = estimate(
+        "llama-3.1-8b",
+        "H100 SXM",
+        Request(engine="vllm", prefix_hit_ratio=0.75, **SERVE, concurrency=32),
+        with_scaling=False,
+    )
     assert warm.metrics["ttft_s"] < cold.metrics["ttft_s"]
 
 
@@ -108,19 +153,42 @@ def test_weights_that_leave_no_kv_room_fall_back_to_the_static_check() -> None:
 
 
 def test_cli_engine_flag_and_json_surface() -> None:
-    r = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve",
-                                 "--engine", "sglang", "--concurrency", "32", "--format", "json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "estimate",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "H100 SXM",
+            "--task",
+            "serve",
+            "--engine",
+            "sglang",
+            "--concurrency",
+            "32",
+            "--format",
+            "json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "requests_per_s", "output_tokens_per_s"):
         assert isinstance(d[k], float), k
     s = d["serving"]
-    for k in ("engine", "token_budget", "mean_decode_batch", "prefill_tokens_per_pass", "kv_slots",
-              "admission_limited"):
+    for k in (
+        "engine",
+        "token_budget",
+        "mean_decode_batch",
+        "prefill_tokens_per_pass",
+        "kv_slots",
+        "admission_limited",
+    ):
         assert k in s, k
     assert s["engine"] == "sglang"
-    table = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve",
-                                     "--concurrency", "32"])
+    table = CliRunner().invoke(
+        app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve", "--concurrency", "32"]
+    )
     flat = " ".join(table.stdout.split())
     assert "vllm (benchmark of 320 requests" in flat and "requests/s" in flat and "tpot_s" in flat
     assert "steady state" in flat and "p99" in flat
@@ -128,14 +196,17 @@ def test_cli_engine_flag_and_json_surface() -> None:
 
 def test_workload_serving_section_sets_the_engine(tmp_path: Path) -> None:
     wl = tmp_path / "w.toml"
-    wl.write_text('task = "serve"\nmodel = "llama-3.1-8b"\n[shape]\nconcurrency = 16\n[serving]\nengine = "trtllm"\n'
-                  'prefix_hit_ratio = 0.5\n[targets]\nttft_p50_s = 0.3\ntpot_p50_s = 0.03\n')
+    wl.write_text(
+        'task = "serve"\nmodel = "llama-3.1-8b"\n[shape]\nconcurrency = 16\n[serving]\nengine = "trtllm"\n'
+        "prefix_hit_ratio = 0.5\n[targets]\nttft_p50_s = 0.3\ntpot_p50_s = 0.03\n"
+    )
     r = CliRunner().invoke(app, ["estimate", "--workload", str(wl), "--gpu", "H200 SXM", "--format", "json"])
     assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)["serving"]
     assert s["engine"] == "trtllm" and s["prefix_hit_ratio"] == 0.5 and s["goodput_requests_per_s"] > 0
-    flag = CliRunner().invoke(app, ["estimate", "--workload", str(wl), "--gpu", "H200 SXM", "--engine", "vllm",
-                                    "--format", "json"])
+    flag = CliRunner().invoke(
+        app, ["estimate", "--workload", str(wl), "--gpu", "H200 SXM", "--engine", "vllm", "--format", "json"]
+    )
     assert json.loads(flag.stdout)["serving"]["engine"] == "vllm"  # the flag overrides the file
     bad = tmp_path / "b.toml"
     bad.write_text('task = "train"\nmodel = "llama-3.2-1b"\n[serving]\nengine = "vllm"\n')
@@ -145,16 +216,29 @@ def test_workload_serving_section_sets_the_engine(tmp_path: Path) -> None:
 
 def test_memory_is_what_the_running_requests_hold() -> None:
     # on-demand KV blocks: a running request holds its prompt and, on average, half its output
-    e = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", task="serve", prompt=128, gen=4096, concurrency=200), with_scaling=False)
+    e = estimate(
+        "llama-3.1-8b",
+        "H100 SXM",
+        Request(engine="vllm", task="serve", prompt=128, gen=4096, concurrency=200),
+        with_scaling=False,
+    )
     s = e.serving
     assert s is not None and e.fits
     assert e.memory.kv_cache_bytes <= s["kv_pool_bytes"] + 1.0
     # open loop: the memory is that of the requests the rate keeps in flight, not of --concurrency's default 1
     closed = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=64), with_scaling=False)
     rate = 0.5 * closed.serving["saturated_requests_per_s"]  # type: ignore[index]
-    opened = estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=rate, **SERVE), with_scaling=False)
+    opened = estimate(
+        "llama-3.1-8b", "H100 SXM", Request(engine="vllm", request_rate=rate, **SERVE), with_scaling=False
+    )
     assert opened.layout["seqs_per_replica"] == 1 and opened.serving["running_requests"] > 10  # type: ignore[index]
-    assert opened.memory.kv_cache_bytes > 10 * estimate("llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=1), with_scaling=False).memory.kv_cache_bytes
+    assert (
+        opened.memory.kv_cache_bytes
+        > 10
+        * estimate(
+            "llama-3.1-8b", "H100 SXM", Request(engine="vllm", **SERVE, concurrency=1), with_scaling=False
+        ).memory.kv_cache_bytes
+    )
 
 
 def test_an_open_loop_rate_above_saturation_is_unstable_and_says_so() -> None:
@@ -165,21 +249,29 @@ def test_an_open_loop_rate_above_saturation_is_unstable_and_says_so() -> None:
     assert e.to_dict()["ttft_s"] is None and any("grows without bound" in w for w in e.warnings)
 
 
-@pytest.mark.parametrize(("engine", "precision", "kv", "why"), [
-    ("trtllm", "fp8", "fp8", "kv_cache_quant_algo"),
-    ("trtllm", "nvfp4", "fp8", "kv_cache_quant_algo"),
-    ("trtllm", "bf16", "bf16", "activations"),
-    ("vllm", "fp8", "bf16", "--kv-cache-dtype auto"),
-    ("sglang", "fp8", "bf16", "--kv-cache-dtype auto"),
-])
-def test_every_serve_estimate_states_its_kv_precision_and_why(engine: str, precision: str, kv: str,
-                                                               why: str) -> None:
+@pytest.mark.parametrize(
+    ("engine", "precision", "kv", "why"),
+    [
+        ("trtllm", "fp8", "fp8", "kv_cache_quant_algo"),
+        ("trtllm", "nvfp4", "fp8", "kv_cache_quant_algo"),
+        ("trtllm", "bf16", "bf16", "activations"),
+        ("vllm", "fp8", "bf16", "--kv-cache-dtype auto"),
+        ("sglang", "fp8", "bf16", "--kv-cache-dtype auto"),
+    ],
+)
+def test_every_serve_estimate_states_its_kv_precision_and_why(engine: str, precision: str, kv: str, why: str) -> None:
     # TensorRT-LLM's KvCacheConfig.dtype 'auto' follows a ModelOpt checkpoint's FP8 KV; vLLM/SGLang 'auto' is
     # the model's dtype (docs: estimators.md, "KV-cache precision")
 
     gpu = "B200" if precision == "nvfp4" else "H200 SXM"
-    e = estimate("llama-3.1-8b", gpu, Request(task="serve", engine=engine, precision=precision, num_prompts=0, concurrency=8))
+    e = estimate(
+        "llama-3.1-8b", gpu, Request(task="serve", engine=engine, precision=precision, num_prompts=0, concurrency=8)
+    )
     assert e.precision["kv"] == kv and why in e.precision["kv_basis"]
     assert e.precision["kv_bytes"] == (1.0 if kv == "fp8" else 2.0)
-    asked = estimate("llama-3.1-8b", gpu, Request(task="serve", engine=engine, precision=precision, num_prompts=0, kv_precision="fp8", concurrency=8))
+    asked = estimate(
+        "llama-3.1-8b",
+        gpu,
+        Request(task="serve", engine=engine, precision=precision, num_prompts=0, kv_precision="fp8", concurrency=8),
+    )
     assert asked.precision["kv"] == "fp8" and asked.precision["kv_basis"] == "--kv-precision"

@@ -50,7 +50,9 @@ def test_vector_equals_scalar(task: str) -> None:
 def test_unsupported_precision_is_nan_not_error() -> None:
     arch = get_model("llama-3.1-8b")
     table = gpu_table([get_gpu("A100 SXM4 80GB"), get_gpu("H100 SXM")])
-    case = candidate_case(arch, table, "serve", gpu_index=np.array([0, 1]), seqs_per_replica=np.array([1, 1]), precision="fp8")
+    case = candidate_case(
+        arch, table, "serve", gpu_index=np.array([0, 1]), seqs_per_replica=np.array([1, 1]), precision="fp8"
+    )
     assert list(case_supported(case)) == [False, True]
 
 
@@ -69,9 +71,31 @@ def test_choice_equals_string_arrays() -> None:
     as_str = np.array(names)[codes]
     kv = Choice(("bf16", "fp8"), np.array([0, 1, 1, 0]))
     m = model_nums(arch)
-    a = evaluate("serve", m, candidate_case(arch, table, "serve", gpu_index=np.zeros(4, int), seqs_per_replica=np.full(4, 8.0),
-                                            precision=Choice(names, codes), kv_precision=kv))
-    b = evaluate("serve", m, candidate_case(arch, table, "serve", gpu_index=np.zeros(4, int), seqs_per_replica=np.full(4, 8.0),
-                                            precision=as_str, kv_precision=np.array(["bf16", "fp8", "fp8", "bf16"])))
+    a = evaluate(
+        "serve",
+        m,
+        candidate_case(
+            arch,
+            table,
+            "serve",
+            gpu_index=np.zeros(4, int),
+            seqs_per_replica=np.full(4, 8.0),
+            precision=Choice(names, codes),
+            kv_precision=kv,
+        ),
+    )
+    b = evaluate(
+        "serve",
+        m,
+        candidate_case(
+            arch,
+            table,
+            "serve",
+            gpu_index=np.zeros(4, int),
+            seqs_per_replica=np.full(4, 8.0),
+            precision=as_str,
+            kv_precision=np.array(["bf16", "fp8", "fp8", "bf16"]),
+        ),
+    )
     assert np.allclose(a["tpot_s"], b["tpot_s"]) and np.allclose(a["total_bytes"], b["total_bytes"])
     assert a["kv_cache_bytes"][1] == pytest.approx(a["kv_cache_bytes"][0] / 2)

@@ -109,22 +109,26 @@ def test_the_deprecated_batch_keeps_its_meaning_and_says_what_replaces_it(
     assert out.err == ("gpumatch: note: --batch is deprecated; for task 'train' use --micro-batch (sequences per DP "
                        "rank per step)\n")
     req, notes = plan_request(PlanQuery(request=RequestFlags(model="llama-3.1-8b", task="serve", batch=12)))
-    assert req.concurrency == 12 and notes == ("--batch is deprecated; for task 'serve' use --concurrency (sequences in "
-                                         "flight)",)
+    assert req.concurrency == 12 and notes == (
+        "--batch is deprecated; for task 'serve' use --concurrency (sequences in flight)",
+    )
     req, _ = plan_request(PlanQuery(request=RequestFlags(model="llama-3.1-8b", task="lora", batch=12)))
     assert req.global_batch == 12 and req.training
 
 
 @pytest.mark.parametrize(
     ("args", "says"),
-    [(["--task", "train", "--concurrency", "4"], "--concurrency is for inference only, but the task is 'train'"),
-     (["--task", "serve", "--global-batch", "4"], "--global-batch is for training only, but the task is 'serve'"),
-     (["--task", "infer", "--micro-batch", "4"], "--micro-batch is for training only"),
-     (["--concurrency", "4", "--batch", "4"], "--batch and --concurrency both set concurrency"),
-     (["--concurrency", "100000000"], "--concurrency 1e+08 is beyond any real workload")],
+    [
+        (["--task", "train", "--concurrency", "4"], "--concurrency is for inference only, but the task is 'train'"),
+        (["--task", "serve", "--global-batch", "4"], "--global-batch is for training only, but the task is 'serve'"),
+        (["--task", "infer", "--micro-batch", "4"], "--micro-batch is for training only"),
+        (["--concurrency", "4", "--batch", "4"], "--batch and --concurrency both set concurrency"),
+        (["--concurrency", "100000000"], "--concurrency 1e+08 is beyond any real workload"),
+    ],
 )
-def test_batch_flags_that_do_not_apply_are_one_line_errors(capsys: pytest.CaptureFixture[str], args: list[str],
-                                                          says: str) -> None:
+def test_batch_flags_that_do_not_apply_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
     for command in (["estimate", "--gpu", GPU], ["plan"]):
         assert main([*command, "--model", "llama-3.1-8b", *args]) == 2
         err = capsys.readouterr().err
