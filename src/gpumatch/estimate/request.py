@@ -72,6 +72,7 @@ from gpumatch.workload.rules import (
 AMP_PRECISIONS = ("bf16", "fp16")
 """Compute precisions ``master_weights="amp"`` autocasts to (``torch.autocast`` dtypes on CUDA)."""
 
+
 def seqs_per_replica(concurrency: Any, replicas: Any) -> Any:
     """Sequences each of ``replicas`` inference replicas holds for ``concurrency`` in flight over all of them:
     ``ceil(concurrency / replicas)``, at least 1 (ints or numpy integer arrays)."""
@@ -90,9 +91,9 @@ def grad_accum(global_batch: Any, micro_batch: Any, dp: Any) -> Any:
 _FLAG = {"grad_bytes": "grad_bytes", "slo_ttft_s": "--slo-ttft-s", "slo_tpot_s": "--slo-tpot-s"}
 #: Options of one kind of task only, beyond :func:`gpumatch.workload.rules.misplaced_options`.
 _TRAINING_BATCHES = ("global_batch", "micro_batch")
-_SIZES = (("count", MAX_GPUS), ("tp", MAX_GPUS), ("pp", MAX_GPUS), ("dp", MAX_GPUS), ("concurrency", MAX_BATCH),
-          ("global_batch", MAX_BATCH), ("micro_batch", MAX_BATCH), ("micro_batches", MAX_MICRO_BATCHES),
-          ("seq", MAX_TOKENS_PER_SEQUENCE), ("prompt", MAX_TOKENS_PER_SEQUENCE), ("gen", MAX_TOKENS_PER_SEQUENCE))
+#: Sizes and their bounds (tp, pp, dp and count are checked first, in ``Request._layout``).
+_SIZES = (("concurrency", MAX_BATCH), ("global_batch", MAX_BATCH), ("micro_batch", MAX_BATCH),
+          ("micro_batches", MAX_MICRO_BATCHES), ("seq", MAX_TOKENS_PER_SEQUENCE), ("prompt", MAX_TOKENS_PER_SEQUENCE), ("gen", MAX_TOKENS_PER_SEQUENCE))
 
 
 def flag_name(option: str) -> str:
