@@ -93,7 +93,8 @@ _FLAG = {"grad_bytes": "grad_bytes", "slo_ttft_s": "--slo-ttft-s", "slo_tpot_s":
 _TRAINING_BATCHES = ("global_batch", "micro_batch")
 #: Sizes and their bounds (tp, pp, dp and count are checked first, in ``Request._layout``).
 _SIZES = (("concurrency", MAX_BATCH), ("global_batch", MAX_BATCH), ("micro_batch", MAX_BATCH),
-          ("micro_batches", MAX_MICRO_BATCHES), ("seq", MAX_TOKENS_PER_SEQUENCE), ("prompt", MAX_TOKENS_PER_SEQUENCE), ("gen", MAX_TOKENS_PER_SEQUENCE))
+          ("micro_batches", MAX_MICRO_BATCHES), ("seq", MAX_TOKENS_PER_SEQUENCE),
+          ("prompt", MAX_TOKENS_PER_SEQUENCE), ("gen", MAX_TOKENS_PER_SEQUENCE))
 
 
 def flag_name(option: str) -> str:
