@@ -154,7 +154,7 @@ def export_cmd(run_id: int = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Ru
 
 
 def _show_serve(store: str | None, run_id: int, fmt: Format) -> None:
-    from gpumatch.lab.loadgen.stored import load_serve_run
+    from gpumatch.loadgen.stored import load_serve_run
     from gpumatch.report.serve import serve_csv, serve_text
 
     data = load_serve_run(store, run_id, raw=fmt is Format.json)
@@ -253,10 +253,10 @@ def serve_cmd(
     import os
 
     from gpumatch.errors import InputError, ServerGoneError
-    from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench, write_json
-    from gpumatch.lab.loadgen.client import parse_extra_body, parse_headers
-    from gpumatch.lab.loadgen.metrics import Slo
-    from gpumatch.lab.loadgen.selftest import Limits
+    from gpumatch.loadgen.bench import ServeRequest, run_serve_bench, write_json
+    from gpumatch.loadgen.client import parse_extra_body, parse_headers
+    from gpumatch.loadgen.metrics import Slo
+    from gpumatch.loadgen.selftest import Limits
     from gpumatch.report.serve import ServeProgress, serve_csv, serve_text
 
     if out is not None and out.exists():

@@ -16,7 +16,7 @@ several processes import the file at once.
 
 A ``gpumatch bench serve --out`` file (schema ``gpumatch.bench.serve/1``: manifest, config, one flat vLLM-style
 object per load level with its raw requests and the estimator's prediction) is imported as a ``serve`` run the way
-``bench serve`` records one (:func:`gpumatch.lab.loadgen.bench.run_serve_bench`): one ``request`` event per raw
+``bench serve`` records one (:func:`gpumatch.loadgen.bench.run_serve_bench`): one ``request`` event per raw
 record, one result per stored figure of each level (``predicted`` / ``ratio`` in ``extra``) and one ``level``
 event with the level's summary, so ``gpumatch bench show`` and ``gpumatch calibrate`` read it like a run measured
 here (:func:`import_file` picks the importer by schema).
@@ -121,7 +121,7 @@ def _serve_results(run: NewRun, lv: dict[str, Any]) -> None:
     """One result per stored figure of level ``lv``, as ``bench serve`` records them."""
     import math
 
-    from gpumatch.lab.loadgen.bench import stored_figures
+    from gpumatch.loadgen.bench import stored_figures
 
     keys = ("level", "mode", "phase", "label", "max_concurrency", "request_rate", "arrival", "burstiness")
     cfg: dict[str, Any] = {k: lv[k] for k in keys if k in lv}

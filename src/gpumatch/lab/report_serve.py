@@ -6,9 +6,9 @@ concurrency or the request rate); :func:`serve_runs` groups them into levels wit
 
 - TTFT and TPOT at p50 and p99 (s), output tokens/s, requests/s, requests completed and failed, requests in
   flight (mean and peak, where the tool stored them), energy per output token gross and idle-subtracted (J/token,
-  where the server published GPU telemetry: :mod:`gpumatch.lab.loadgen.energy`);
+  where the server published GPU telemetry: :mod:`gpumatch.loadgen.energy`);
 - the estimator's prediction stored beside the measurement (``extra.predicted`` of gpumatch's results: the
-  mean TTFT, mean TPOT, output and request throughput of the engine profile, :mod:`gpumatch.lab.loadgen.predict`)
+  mean TTFT, mean TPOT, output and request throughput of the engine profile, :mod:`gpumatch.loadgen.predict`)
   and its error ``(predicted - measured) / measured`` in percent;
 - whether the level meets the SLO (:func:`slo_for`): its p99 TTFT and p99 TPOT at or under the thresholds.
 
@@ -62,9 +62,9 @@ def level_value(values: dict[str, Any], name: str) -> float | None:
 
 
 def is_serve_run(data: dict[str, Any]) -> bool:
-    """A serving run, by the one rule of :func:`gpumatch.lab.loadgen.stored.is_serving` (kind ``serve``, or an
+    """A serving run, by the one rule of :func:`gpumatch.loadgen.stored.is_serving` (kind ``serve``, or an
     older store's ``bench`` run whose every result is a serving level)."""
-    from gpumatch.lab.loadgen.stored import is_serving
+    from gpumatch.loadgen.stored import is_serving
 
     return is_serving(data["run"], data.get("results") or [])
 

@@ -122,7 +122,7 @@ def _value_interval(value: float | None, raw: Any, holder: dict[str, Any], unit:
 def _runs(store: Path | str | None, run_ids: tuple[int, ...]) -> list[dict[str, Any]]:
     """Each run as :func:`gpumatch.lab.results.load_run` shapes a bench run; a serving run (any tool's, kind
     ``serve``) in the same shape, its results under their canonical names, no cases."""
-    from gpumatch.lab.loadgen.stored import is_serving_run
+    from gpumatch.loadgen.stored import is_serving_run
     from gpumatch.lab.results import load_run
 
     return [_serving_shape(store, r) if is_serving_run(store, r) else load_run(store, r, raw=True) for r in run_ids]
@@ -194,7 +194,7 @@ def _case(r: dict[str, Any]) -> Any:
     """The row's case; a serving level's is its load (``serve c=8``), the level it pairs by."""
     if r.get("case") != "serve":
         return r.get("case")
-    from gpumatch.lab.loadgen.stored import level_label
+    from gpumatch.loadgen.stored import level_label
 
     return f"serve {level_label(r.get('config') or {})}"
 

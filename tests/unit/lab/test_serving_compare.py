@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from gpumatch.cli.app import main
-from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
-from gpumatch.lab.loadgen.compare import compare_serving, enough_samples, ratio_interval, statistic_of
-from gpumatch.lab.loadgen.loopback import Loopback, LoopbackConfig
+from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
+from gpumatch.loadgen.compare import compare_serving, enough_samples, ratio_interval, statistic_of
+from gpumatch.loadgen.loopback import Loopback, LoopbackConfig
 from gpumatch.store import open_store
 from gpumatch.store.imports import import_file
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpumatch.cli.app import main
-from gpumatch.lab.loadgen.bench import stored_figures
-from gpumatch.lab.loadgen.stored import is_serving_run, load_serve_run, serving_run
+from gpumatch.loadgen.bench import stored_figures
+from gpumatch.loadgen.stored import is_serving_run, load_serve_run, serving_run
 from gpumatch.metric_names import SERVE_KIND, canonical_metric, si_name, source_tool
 from gpumatch.store import open_store
 from gpumatch.store.imports import import_file

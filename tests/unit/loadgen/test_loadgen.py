@@ -17,13 +17,13 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
-from gpumatch.lab.loadgen.client import Target, target_url
-from gpumatch.lab.loadgen.loopback import Loopback, LoopbackConfig
-from gpumatch.lab.loadgen.metrics import RequestRecord, Slo
-from gpumatch.lab.loadgen.runner import Level, run_level
-from gpumatch.lab.loadgen.stored import load_serve_run
-from gpumatch.lab.loadgen.workload import arrivals, synthetic
+from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
+from gpumatch.loadgen.client import Target, target_url
+from gpumatch.loadgen.loopback import Loopback, LoopbackConfig
+from gpumatch.loadgen.metrics import RequestRecord, Slo
+from gpumatch.loadgen.runner import Level, run_level
+from gpumatch.loadgen.stored import load_serve_run
+from gpumatch.loadgen.workload import arrivals, synthetic
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 
@@ -118,7 +118,7 @@ def test_multi_token_chunks_keep_tpot_per_token(tmp_path: Path) -> None:
 
 
 def test_self_test_flags_an_impossible_lag_bound(loopback: str, tmp_path: Path) -> None:
-    from gpumatch.lab.loadgen.selftest import Limits
+    from gpumatch.loadgen.selftest import Limits
 
     ok = run_serve_bench(_req(loopback, tmp_path / "a.sqlite", rates=(20.0,), selftest=True, selftest_itl_s=0.002))
     assert ok.levels[0].check is not None and ok.levels[0].check.requests == 24
@@ -130,7 +130,7 @@ def test_self_test_flags_an_impossible_lag_bound(loopback: str, tmp_path: Path) 
 
 
 def test_json_uses_vllm_field_names(loopback: str, tmp_path: Path) -> None:
-    from gpumatch.lab.loadgen.bench import write_json
+    from gpumatch.loadgen.bench import write_json
 
     run = run_serve_bench(_req(loopback, tmp_path / "s.sqlite", concurrency=(2,), gpu="h200-sxm",
                                arch="llama-3.1-8b"))

@@ -16,15 +16,15 @@ import pytest
 pytest.importorskip("tokenizers")
 
 from gpumatch.errors import GpumatchError, InputError
-from gpumatch.lab.loadgen import datasets
-from gpumatch.lab.loadgen.client import parse_extra_body, parse_headers
-from gpumatch.lab.loadgen.datasets import load_dataset
-from gpumatch.lab.loadgen.inputs import warmup_count
-from gpumatch.lab.loadgen.metrics import RequestRecord, in_flight, summarize
-from gpumatch.lab.loadgen.runner import Level
-from gpumatch.lab.loadgen.tokens import load_tokenizer
-from gpumatch.lab.loadgen.usage import prompt_mismatch, run_warnings, usage_summary
-from gpumatch.lab.loadgen.workload import WORDS, arrivals, synthetic
+from gpumatch.loadgen import datasets
+from gpumatch.loadgen.client import parse_extra_body, parse_headers
+from gpumatch.loadgen.datasets import load_dataset
+from gpumatch.loadgen.inputs import warmup_count
+from gpumatch.loadgen.metrics import RequestRecord, in_flight, summarize
+from gpumatch.loadgen.runner import Level
+from gpumatch.loadgen.tokens import load_tokenizer
+from gpumatch.loadgen.usage import prompt_mismatch, run_warnings, usage_summary
+from gpumatch.loadgen.workload import WORDS, arrivals, synthetic
 
 SENTENCES = [" ".join(WORDS[i:i + 12]) for i in range(0, len(WORDS), 3)] + ["L0-1 W2-3 the water of the world"]
 
@@ -233,7 +233,7 @@ def test_extra_body_and_headers_parsing() -> None:
 def test_time_limited_supply_is_endless_unique_and_made_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     import itertools
 
-    from gpumatch.lab.loadgen.inputs import Inputs
+    from gpumatch.loadgen.inputs import Inputs
 
     inputs = Inputs(12, 8, 4, 1.0, 0)
     closed = list(itertools.islice(inputs.level(Level(0, "concurrency", 2, duration_s=5.0)), 700))

@@ -3,7 +3,7 @@
 The tokenizer is a ``tokenizer.json`` read with the ``tokenizers`` library (a file, or a folder holding one); nothing
 is downloaded. Counts exclude special tokens (``add_special_tokens=False``): the server adds its own (a BOS token on
 ``/v1/completions``, the chat template's tokens on ``/v1/chat/completions``), which is why the usage check has a
-tolerance (:mod:`gpumatch.lab.loadgen.usage`).
+tolerance (:mod:`gpumatch.loadgen.usage`).
 
 Cutting a text to ``n`` tokens (:meth:`TokenCounter.fit`): encode it once, cut the text at the end offset of
 token ``n``, and re-encode the cut, because a byte-pair tokenizer may merge differently at the new end; when the

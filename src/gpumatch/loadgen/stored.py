@@ -9,7 +9,7 @@ under the older names (``ttft_median_s``, ``e2el_p99_s``, ``request_throughput``
 
 A level of a gpumatch run comes back from its ``level`` event (its summary with vLLM names, prediction, self-test,
 verdict) and its raw requests from the ``request`` events, so every figure can be recomputed from the records
-(:func:`gpumatch.lab.loadgen.metrics.summarize`). An imported run has no ``level`` event: its levels are built from
+(:func:`gpumatch.loadgen.metrics.summarize`). An imported run has no ``level`` event: its levels are built from
 its results, grouped by load (:func:`gpumatch.lab.results.load_key`), under vLLM's keys (:func:`vllm_levels`)."""
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def _samples(events: list[dict[str, Any]], run_config: dict[str, Any]) -> dict[s
 
 def _add_record(into: dict[str, list[float]], d: dict[str, Any]) -> None:
     """One gpumatch request record's TTFT, TPOT, E2E and ITL gaps (:class:`~.metrics.RequestRecord`)."""
-    from gpumatch.lab.loadgen.metrics import RequestRecord
+    from gpumatch.loadgen.metrics import RequestRecord
 
     rec = RequestRecord.from_dict(d)
     for name, value in (("ttft", rec.ttft_s), ("tpot", rec.tpot_s), ("e2e", rec.e2el_s)):

@@ -4,7 +4,7 @@
   next (``vllm bench serve --max-concurrency C --request-rate inf``). A request is scheduled the moment its client
   became free, so ``client_lag`` is the client's own delay between two requests.
 - **Open loop**, rate ``λ``: request ``i`` is scheduled at its arrival time (Poisson, gamma with burstiness ``B``
-  or constant, :func:`gpumatch.lab.loadgen.workload.arrival_times`) whatever happened to the others; if the client
+  or constant, :func:`gpumatch.loadgen.workload.arrival_times`) whatever happened to the others; if the client
   cannot send it on time the delay is in its latency (measured from the scheduled time) and in ``client_lag``.
 
 A level is **count-limited** (its list of requests) or **time-limited** (``duration_s``: requests are sent until
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpumatch.errors import InputError
-from gpumatch.lab.loadgen.client import Target, send
-from gpumatch.lab.loadgen.metrics import RequestRecord
-from gpumatch.lab.loadgen.workload import RequestSpec, arrival_times, check_arrival
+from gpumatch.loadgen.client import Target, send
+from gpumatch.loadgen.metrics import RequestRecord
+from gpumatch.loadgen.workload import RequestSpec, arrival_times, check_arrival
 
 MAX_CONCURRENCY = 10_000
 OnRecord = Callable[[RequestRecord], None]

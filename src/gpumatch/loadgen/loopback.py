@@ -1,7 +1,7 @@
 """A built-in OpenAI-compatible fake server (aiohttp.web) that streams tokens at a fixed rate.
 
 It does no inference: its service time is negligible, so what the load generator measures against it is the
-client's own capacity (the client self-test, :mod:`gpumatch.lab.loadgen.selftest`). It runs in its own process
+client's own capacity (the client self-test, :mod:`gpumatch.loadgen.selftest`). It runs in its own process
 (:class:`Loopback`), so its CPU time is not the client's.
 
 Routes: ``POST /v1/completions`` and ``/v1/chat/completions`` (streamed or not), ``GET /v1/models``. A request
@@ -15,7 +15,7 @@ Faults for tests and demonstrations: ``usage_delta`` (a server that misreports o
 ``error_every`` (every k-th request answers HTTP 500), ``die_after`` (the process kills itself with SIGKILL
 while streaming its n-th request: a server crash mid-run).
 
-Command line: ``python -m gpumatch.lab.loadgen.loopback --port 0 --itl-ms 10`` prints
+Command line: ``python -m gpumatch.loadgen.loopback --port 0 --itl-ms 10`` prints
 ``listening on http://127.0.0.1:PORT`` and serves until terminated.
 """
 
@@ -166,7 +166,7 @@ class Loopback:
         self.url = ""
 
     def __enter__(self) -> str:
-        cmd = [sys.executable, "-m", "gpumatch.lab.loadgen.loopback", "--port", "0", *self.cfg.argv()]
+        cmd = [sys.executable, "-m", "gpumatch.loadgen.loopback", "--port", "0", *self.cfg.argv()]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
         line = self._first_line()
@@ -205,7 +205,7 @@ class Loopback:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpumatch.lab.loadgen.loopback", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m gpumatch.loadgen.loopback", description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--itl-ms", type=float, default=10.0)
     p.add_argument("--ttft-ms", type=float, default=0.0)

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpumatch.errors import InputError
-from gpumatch.lab.loadgen.metrics import RequestRecord
-from gpumatch.lab.loadgen.workload import RequestSpec
+from gpumatch.loadgen.metrics import RequestRecord
+from gpumatch.loadgen.workload import RequestSpec
 
 if TYPE_CHECKING:
     import aiohttp

@@ -1,7 +1,7 @@
 """The client self-test: can this client generate the planned load, measured against a server that costs nothing?
 
 Before the measurement, each planned level runs against the built-in loopback server
-(:mod:`gpumatch.lab.loadgen.loopback`, in its own process, streaming at a fixed inter-token interval with no
+(:mod:`gpumatch.loadgen.loopback`, in its own process, streaming at a fixed inter-token interval with no
 service time) at the same concurrency or rate, with the same request lengths. Any delay it shows is the
 client's. A level is **client-bound** when one of these holds (and then its measurement says so, and no figure
 of it is blamed on the GPU; ``../shared/notes/benchmark-method.md`` section 4.11, vllm-project/vllm#21104):
@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpumatch.lab.loadgen.client import Target, target_url
-from gpumatch.lab.loadgen.loopback import MODEL, Loopback, LoopbackConfig
-from gpumatch.lab.loadgen.metrics import RequestRecord, samples
-from gpumatch.lab.loadgen.runner import Level, run_level
-from gpumatch.lab.loadgen.workload import RequestSpec
+from gpumatch.loadgen.client import Target, target_url
+from gpumatch.loadgen.loopback import MODEL, Loopback, LoopbackConfig
+from gpumatch.loadgen.metrics import RequestRecord, samples
+from gpumatch.loadgen.runner import Level, run_level
+from gpumatch.loadgen.workload import RequestSpec
 from gpumatch.stats import reported_percentile
 
 

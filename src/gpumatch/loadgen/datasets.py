@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpumatch.errors import InputError
-from gpumatch.lab.loadgen.workload import RequestSpec
+from gpumatch.loadgen.workload import RequestSpec
 
 if TYPE_CHECKING:
-    from gpumatch.lab.loadgen.tokens import TokenCounter
+    from gpumatch.loadgen.tokens import TokenCounter
 
 FORMATS = ("sharegpt", "jsonl")
 MAX_DATASET_BYTES = 1 << 30

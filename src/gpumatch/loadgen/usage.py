@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpumatch.lab.loadgen.metrics import RequestRecord
+from gpumatch.loadgen.metrics import RequestRecord
 
 RELATIVE_TOLERANCE = 0.05
 DEFAULT_TOLERANCE = {"completions": 2, "chat": 48}

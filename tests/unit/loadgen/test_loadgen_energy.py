@@ -1,4 +1,4 @@
-"""Energy per load level (gpumatch.lab.loadgen.energy): a level's window joined to the server's telemetry
+"""Energy per load level (gpumatch.loadgen.energy): a level's window joined to the server's telemetry
 document, from the energy counter or from the power samples, gross and idle-subtracted; a server without the
 endpoint gives none. The document is served over real HTTP (aiohttp) the way ``gpumatch serve`` serves it."""
 
@@ -13,7 +13,7 @@ import pytest
 
 aiohttp = pytest.importorskip("aiohttp")
 
-from gpumatch.lab.loadgen.energy import fetch, level_energy  # noqa: E402
+from gpumatch.loadgen.energy import fetch, level_energy  # noqa: E402
 
 
 def _doc(with_counter: bool = True) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import numpy as np
 from gpumatch.errors import InputError
 
 if TYPE_CHECKING:
-    from gpumatch.lab.loadgen.tokens import TokenCounter
+    from gpumatch.loadgen.tokens import TokenCounter
 
 WORDS = (
     "the", "of", "and", "to", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "with", "as", "his",

@@ -3,7 +3,7 @@
 A count-limited level gets ``num_prompts`` requests; a time-limited one (``--duration``) an endless supply: a first
 block made before the level starts, large enough for the whole level where that is known (open loop: 1.25 × rate ×
 duration + 16; closed loop: ``num_prompts``, at most :data:`MAX_HEAD`), so that making prompts (tokenizing them)
-does not hold up the sending; then blocks of :data:`~gpumatch.lab.loadgen.workload.BLOCK` made as they are needed
+does not hold up the sending; then blocks of :data:`~gpumatch.loadgen.workload.BLOCK` made as they are needed
 (any time that costs shows up as ``client_lag``, never hidden). Seeds differ per level and per block, and each synthetic
 prompt starts with its level's tag, so no two levels share a prompt (no prefix-cache hits across levels).
 
@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpumatch.errors import InputError
-from gpumatch.lab.loadgen.metrics import RequestRecord
-from gpumatch.lab.loadgen.runner import Level
-from gpumatch.lab.loadgen.workload import BLOCK, RequestSpec, synthetic
+from gpumatch.loadgen.metrics import RequestRecord
+from gpumatch.loadgen.runner import Level
+from gpumatch.loadgen.workload import BLOCK, RequestSpec, synthetic
 
 if TYPE_CHECKING:
-    from gpumatch.lab.loadgen.datasets import Dataset
-    from gpumatch.lab.loadgen.tokens import TokenCounter
+    from gpumatch.loadgen.datasets import Dataset
+    from gpumatch.loadgen.tokens import TokenCounter
 
 MAX_WARMUP = 10_000
 MAX_HEAD = 20_000
@@ -94,8 +94,8 @@ def warmup_count(asked: int | None, level: Level, num_prompts: int) -> int:
 
 def load_inputs(req: Any) -> Inputs:
     """The tokenizer and the dataset a :class:`~.bench.ServeRequest` names, read once for the run."""
-    from gpumatch.lab.loadgen.datasets import load_dataset
-    from gpumatch.lab.loadgen.tokens import load_tokenizer
+    from gpumatch.loadgen.datasets import load_dataset
+    from gpumatch.loadgen.tokens import load_tokenizer
 
     counter = load_tokenizer(Path(req.tokenizer)) if req.tokenizer is not None else None
     dataset = None
@@ -106,8 +106,8 @@ def load_inputs(req: Any) -> Inputs:
 
 def check_load_options(req: Any) -> None:
     """Refuse bad --warmup, --duration, --grace, --burstiness, --prompt-tolerance, dataset format (one line)."""
-    from gpumatch.lab.loadgen.datasets import FORMATS
-    from gpumatch.lab.loadgen.workload import check_arrival
+    from gpumatch.loadgen.datasets import FORMATS
+    from gpumatch.loadgen.workload import check_arrival
 
     if req.warmup is not None and not 0 <= req.warmup <= MAX_WARMUP:
         raise InputError(f"--warmup must be 0 to {MAX_WARMUP} requests or auto, got {req.warmup}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpumatch.errors import GpumatchError
-from gpumatch.lab.loadgen.runner import Level
+from gpumatch.loadgen.runner import Level
 
 PREDICTED = {"mean_ttft_ms": ("ttft_s", 1000.0), "mean_tpot_ms": ("tpot_s", 1000.0),
              "mean_e2el_ms": ("e2e_s", 1000.0), "request_throughput": ("requests_per_s", 1.0),

@@ -1,7 +1,7 @@
 """Two serving runs compared level by level (``gpumatch bench compare A B`` when both are serving runs).
 
 Either run may come from any tool: gpumatch ``bench serve``, or a ``vllm bench serve``, GuideLLM or AIPerf file
-imported by ``gpumatch runs import`` (:func:`gpumatch.lab.loadgen.stored.serving_run`: one kind, one naming).
+imported by ``gpumatch runs import`` (:func:`gpumatch.loadgen.stored.serving_run`: one kind, one naming).
 Levels pair by load only (:func:`gpumatch.lab.results.load_key`: the concurrency cap and/or the request rate);
 within a level, results pair by canonical metric name. Each row gives A, B and B/A; where both runs keep the raw
 per-request samples of the metric (gpumatch's request records, vLLM's per-request arrays; GuideLLM and AIPerf
@@ -30,7 +30,7 @@ def compare_serving(store: Path | str | None, run_a: int, run_b: int, force: boo
     "unrecorded", "forced", "levels_only_in_a", "levels_only_in_b", "rows"}``; each row: ``load``, ``level`` (its
     label), ``metric``, ``quantity``, ``unit``, ``a``, ``b``, ``b_over_a``, ``n_a``, ``n_b``, ``b_over_a_low``,
     ``b_over_a_high``, ``significant``, ``samples_a``, ``samples_b`` (raw samples behind the interval)."""
-    from gpumatch.lab.loadgen.stored import level_label, serving_run
+    from gpumatch.loadgen.stored import level_label, serving_run
 
     a, b = serving_run(store, run_a), serving_run(store, run_b)
     differing, unrecorded = _manifest_check(a, b)
@@ -63,7 +63,7 @@ def _manifest_check(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], li
 def _rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per (load, canonical metric) in either run: the shared ones first, in the order of
     :data:`~gpumatch.metric_names.SERVING_LABELS` within each load."""
-    from gpumatch.lab.loadgen.stored import level_label
+    from gpumatch.loadgen.stored import level_label
 
     by_a = {(r["load"], r["metric"]): r for r in a["results"]}
     by_b = {(r["load"], r["metric"]): r for r in b["results"]}

@@ -35,14 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import InputError
-from gpumatch.lab.loadgen import metrics
-from gpumatch.lab.loadgen.client import APIS, Target, target_url
-from gpumatch.lab.loadgen.inputs import Inputs, check_load_options, load_inputs, ticker, warmup_count
-from gpumatch.lab.loadgen.metrics import RequestRecord, Slo
-from gpumatch.lab.loadgen.predict import PredictionSetup, detect_gpu, predict_level, ratios
-from gpumatch.lab.loadgen.runner import Level, run_level
-from gpumatch.lab.loadgen.selftest import ClientCheck, Limits, lag_reason, self_test
-from gpumatch.lab.loadgen.usage import run_warnings, usage_summary
+from gpumatch.loadgen import metrics
+from gpumatch.loadgen.client import APIS, Target, target_url
+from gpumatch.loadgen.inputs import Inputs, check_load_options, load_inputs, ticker, warmup_count
+from gpumatch.loadgen.metrics import RequestRecord, Slo
+from gpumatch.loadgen.predict import PredictionSetup, detect_gpu, predict_level, ratios
+from gpumatch.loadgen.runner import Level, run_level
+from gpumatch.loadgen.selftest import ClientCheck, Limits, lag_reason, self_test
+from gpumatch.loadgen.usage import run_warnings, usage_summary
 from gpumatch.metric_names import canonical_metric, serve_result_name
 
 Progress = Callable[..., None]
@@ -252,15 +252,15 @@ def config_of(req: ServeRequest, target: Target, levels: Sequence[Level], inputs
 
 
 def _tolerance(req: ServeRequest) -> int:
-    from gpumatch.lab.loadgen.usage import DEFAULT_TOLERANCE
+    from gpumatch.loadgen.usage import DEFAULT_TOLERANCE
 
     return req.prompt_tolerance if req.prompt_tolerance is not None else DEFAULT_TOLERANCE[req.api]
 
 
 def run_serve_bench(req: ServeRequest, progress: Progress | None = None) -> ServeRun:
     """Run and record the benchmark (module docstring)."""
-    from gpumatch.lab.loadgen import server_info
-    from gpumatch.lab.loadgen.search import Search
+    from gpumatch.loadgen import server_info
+    from gpumatch.loadgen.search import Search
     from gpumatch.record import Recording
 
     check_request(req)
@@ -339,7 +339,7 @@ def _predicted_tpot(setup: PredictionSetup, level: Level, n: int) -> float | Non
 
 def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionSetup, check: ClientCheck | None,
              run_t0: float, inputs: Inputs, say: Progress) -> LevelResult:
-    from gpumatch.lab.loadgen import energy
+    from gpumatch.loadgen import energy
 
     specs = inputs.level(level)
     warm = inputs.warmup(level, warmup_count(req.warmup, level, req.num_prompts))

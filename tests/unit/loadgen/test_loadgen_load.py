@@ -20,12 +20,12 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("tokenizers")
 
-from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
-from gpumatch.lab.loadgen.client import Target, target_url
-from gpumatch.lab.loadgen.loopback import Loopback, LoopbackConfig
-from gpumatch.lab.loadgen.runner import Level, run_level
-from gpumatch.lab.loadgen.stored import load_serve_run
-from gpumatch.lab.loadgen.workload import arrivals, synthetic
+from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
+from gpumatch.loadgen.client import Target, target_url
+from gpumatch.loadgen.loopback import Loopback, LoopbackConfig
+from gpumatch.loadgen.runner import Level, run_level
+from gpumatch.loadgen.stored import load_serve_run
+from gpumatch.loadgen.workload import arrivals, synthetic
 from gpumatch.report.serve import ServeProgress
 
 sys.path.insert(0, str(Path(__file__).parent))

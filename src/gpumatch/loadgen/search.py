@@ -1,7 +1,7 @@
 """The search for the highest open-loop request rate that meets the SLO.
 
 A rate *meets the SLO* when no request failed and at least ``attainment`` of its requests met every objective given
-(TTFT, TPOT, E2E; :class:`gpumatch.lab.loadgen.metrics.Slo`). The search starts from what the ladder's rate levels
+(TTFT, TPOT, E2E; :class:`gpumatch.loadgen.metrics.Slo`). The search starts from what the ladder's rate levels
 showed (the highest rate that met it, the lowest above that did not), else from the first ``--rate`` or 1
 request/s; it doubles the rate while it meets the SLO (halves it while it does not, at most 4 times) until the
 answer is bracketed, then bisects ``search_steps`` times. Each probe is a full level (``num_prompts`` requests) and
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from gpumatch.lab.loadgen.runner import Level
+from gpumatch.loadgen.runner import Level
 
 if TYPE_CHECKING:
-    from gpumatch.lab.loadgen.bench import LevelResult, ServeRequest
+    from gpumatch.loadgen.bench import LevelResult, ServeRequest
 
 MAX_EXPAND = 12
 MAX_SHRINK = 4
