@@ -33,8 +33,8 @@ def fake_gpu_server() -> Iterator[str]:
     """The loopback OpenAI server plus ``/gpumatch/telemetry`` (replayed H200 samples), in a thread; its URL."""
     from aiohttp import web
 
-    from gpumatch.loadgen.loopback import LoopbackConfig, make_app
     from gpumatch.lab.serve_telemetry import ServerTelemetry
+    from gpumatch.loadgen.loopback import LoopbackConfig, make_app
     from gpumatch.telemetry.fake import FakeBackend
 
     tele = ServerTelemetry(FakeBackend.from_file(TRACE), 0, interval_s=0.05).start()

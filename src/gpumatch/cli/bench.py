@@ -77,8 +77,8 @@ def run_cmd(
 @app.command("list", help="List the bench runs, newest first. Example: gpumatch bench list")
 def list_cmd(limit: int = typer.Option(50, min=1, max=RUN_ID_MAX, help="At most this many runs."),
              store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
-    from gpumatch.lab.results import list_bench_runs
     from gpumatch.report.bench import LIST_COLUMNS
+    from gpumatch.usecases.stored_bench import list_bench_runs
 
     emit_rows(list_bench_runs(store, limit), fmt, LIST_COLUMNS)
 
@@ -88,8 +88,8 @@ def list_cmd(limit: int = typer.Option(50, min=1, max=RUN_ID_MAX, help="At most 
              "efficiency, delivers k, exposed comm, predicted, ratio). Example: gpumatch bench show 3 --format json")
 def show_cmd(run_id: int = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run id from 'gpumatch bench list'."),
              store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
-    from gpumatch.lab.results import load_run, run_kind
     from gpumatch.report.bench import show_csv, show_text
+    from gpumatch.usecases.stored_bench import load_run, run_kind
 
     kind = run_kind(store, run_id)
     if kind == "serve":
@@ -116,8 +116,8 @@ _RUN_B = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run B.")
 def compare_cmd(run_a: int = _RUN_A, run_b: int = _RUN_B,
                 force: bool = typer.Option(False, "--force", help="Compare even if the manifests differ (flagged)."),
                 store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
-    from gpumatch.lab.results import compare_runs
     from gpumatch.report.bench import compare_text
+    from gpumatch.usecases.stored_bench import compare_runs
 
     cmp = compare_runs(store, run_a, run_b, force)
     if cmp["differing_fields"]:
@@ -147,15 +147,15 @@ def export_cmd(run_id: int = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Ru
                out: Path = _OUT,
                force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
                store: str | None = StoreOption) -> None:
-    from gpumatch.lab.results import export_run
+    from gpumatch.usecases.stored_bench import export_run
 
     path = export_run(store, run_id, out, force)
     sys.stderr.write(f"gpumatch: run {run_id} written to {path}\n")
 
 
 def _show_serve(store: str | None, run_id: int, fmt: Format) -> None:
-    from gpumatch.loadgen.stored import load_serve_run
     from gpumatch.report.serve import serve_csv, serve_text
+    from gpumatch.usecases.stored_serving import load_serve_run
 
     data = load_serve_run(store, run_id, raw=fmt is Format.json)
     if fmt is Format.json:
@@ -312,7 +312,7 @@ def _warmup(text: str) -> int | None:
              "Example: gpumatch bench import h200-quick.json --store results.sqlite")
 def import_cmd(file: Path = _FILE,
                store: str | None = StoreOption) -> None:
-    from gpumatch.lab.imports import import_file
+    from gpumatch.usecases.import_bench import import_file
 
     _refuse_tool_file(file)
     kind, run_id = import_file(file, store)
@@ -387,6 +387,6 @@ def _emit_scale(doc: dict[str, Any], fmt: Format) -> None:
 
 
 def _show_scale(store: str | None, run_id: int, fmt: Format) -> None:
-    from gpumatch.lab.scale_stored import load_scale_run
+    from gpumatch.usecases.stored_scale import load_scale_run
 
     _emit_scale(load_scale_run(store, run_id, raw=fmt is Format.json), fmt)

@@ -11,8 +11,7 @@
 - :mod:`.loopback` — the built-in OpenAI-compatible fake server the client self-test runs against;
 - :mod:`.selftest` — the client self-test (is the client the bottleneck at this load?);
 - :mod:`.predict` — the estimator's serving prediction for each level;
-- :mod:`.bench` — :func:`run_serve_bench`, the one library call behind the command; records the run;
-- :mod:`.stored` — stored serve runs read back (``bench show``).
+- :mod:`.bench` — :func:`run_serve_bench`, the one library call behind the command; records the run.
 
 aiohttp and tokenizers (the ``serve`` extra) are imported inside functions only: ``import gpumatch`` never needs them.
 """

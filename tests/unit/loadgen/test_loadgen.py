@@ -22,8 +22,8 @@ from gpumatch.loadgen.client import Target, target_url
 from gpumatch.loadgen.loopback import Loopback, LoopbackConfig
 from gpumatch.loadgen.metrics import RequestRecord, Slo
 from gpumatch.loadgen.runner import Level, run_level
-from gpumatch.loadgen.stored import load_serve_run
 from gpumatch.loadgen.workload import arrivals, synthetic
+from gpumatch.usecases.stored_serving import load_serve_run
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 

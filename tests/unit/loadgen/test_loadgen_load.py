@@ -24,9 +24,9 @@ from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
 from gpumatch.loadgen.client import Target, target_url
 from gpumatch.loadgen.loopback import Loopback, LoopbackConfig
 from gpumatch.loadgen.runner import Level, run_level
-from gpumatch.loadgen.stored import load_serve_run
 from gpumatch.loadgen.workload import arrivals, synthetic
 from gpumatch.report.serve import ServeProgress
+from gpumatch.usecases.stored_serving import load_serve_run
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_loadgen_inputs import train_bpe

@@ -13,7 +13,7 @@ One row per comparable quantity (a result key shared by the runs, or a case's te
 
 Each cell has its 95% interval where the raw timings are stored (``raw_s``): the bootstrap interval of the
 median (BCa, :func:`scipy.stats.bootstrap`), carried to a rate by ``rate = k / median``; and, for each run
-after the first (the baseline), the interval of run/baseline from :func:`gpumatch.lab.results.ratio_interval`,
+after the first (the baseline), the interval of run/baseline from :func:`gpumatch.usecases.stored_bench.ratio_interval`,
 ``significant`` when it excludes 1. A rate (tokens/s, $/M tokens) uses the timings of its step metric.
 
 The runs may differ in card (the point of it); manifests differing in software fields are listed in
@@ -74,8 +74,8 @@ def _price(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def median_interval(raw: Any, seed: int = 0) -> tuple[float, float] | None:
     """95% BCa bootstrap interval of the median of ``raw`` (seconds; 2000 resamples,
-    :func:`scipy.stats.bootstrap`); None under :data:`gpumatch.lab.results.MIN_BOOTSTRAP_SAMPLES` samples."""
-    from gpumatch.lab.results import CONFIDENCE, MIN_BOOTSTRAP_SAMPLES
+    :func:`scipy.stats.bootstrap`); None under :data:`gpumatch.usecases.stored_bench.MIN_BOOTSTRAP_SAMPLES` samples."""
+    from gpumatch.usecases.stored_bench import CONFIDENCE, MIN_BOOTSTRAP_SAMPLES
 
     if not isinstance(raw, list) or len(raw) < MIN_BOOTSTRAP_SAMPLES:
         return None
@@ -120,17 +120,17 @@ def _value_interval(value: float | None, raw: Any, holder: dict[str, Any], unit:
 
 
 def _runs(store: Path | str | None, run_ids: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Each run as :func:`gpumatch.lab.results.load_run` shapes a bench run; a serving run (any tool's, kind
+    """Each run as :func:`gpumatch.usecases.stored_bench.load_run` shapes a bench run; a serving run (any tool's, kind
     ``serve``) in the same shape, its results under their canonical names, no cases."""
-    from gpumatch.loadgen.stored import is_serving_run
-    from gpumatch.lab.results import load_run
+    from gpumatch.usecases.stored_bench import load_run
+    from gpumatch.usecases.stored_serving import is_serving_run
 
     return [_serving_shape(store, r) if is_serving_run(store, r) else load_run(store, r, raw=True) for r in run_ids]
 
 
 def _serving_shape(store: Path | str | None, run_id: int) -> dict[str, Any]:
-    from gpumatch.lab.results import result_row
     from gpumatch.store import open_existing_store
+    from gpumatch.usecases.stored_bench import result_row
 
     with open_existing_store(store) as st:
         data = st.export_run(run_id)
@@ -194,14 +194,14 @@ def _case(r: dict[str, Any]) -> Any:
     """The row's case; a serving level's is its load (``serve c=8``), the level it pairs by."""
     if r.get("case") != "serve":
         return r.get("case")
-    from gpumatch.loadgen.stored import level_label
+    from gpumatch.usecases.stored_serving import level_label
 
     return f"serve {level_label(r.get('config') or {})}"
 
 
 def _finish(row: dict[str, Any], runs: list[dict[str, Any]], n: int) -> dict[str, Any]:
     """Per run: value, its interval, predicted/measured ratio, and against the baseline: ratio, interval, star."""
-    from gpumatch.lab.results import ratio_interval
+    from gpumatch.usecases.stored_bench import ratio_interval
 
     is_time = row["unit"] == "s"
     base = row["cells"].get(0)

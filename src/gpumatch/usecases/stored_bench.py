@@ -138,16 +138,16 @@ def result_row(r: dict[str, Any], manifest: dict[str, Any] | None = None, raw: b
 
 def compare_runs(store: Path | str | None, run_a: int, run_b: int, force: bool = False) -> dict[str, Any]:
     """Side by side per result: A, B and B/A; two serving runs (any tool's) go to
-    :func:`gpumatch.loadgen.compare.compare_serving`, a serving run against a bench run is refused. Refuses
+    :func:`gpumatch.usecases.compare_serving.compare_serving`, a serving run against a bench run is refused. Refuses
     (InputError, exit 2) runs whose manifests differ in a performance-relevant field
     (:data:`gpumatch.bench.manifest.PERFORMANCE_FIELDS`) unless ``force``; with ``force`` they are listed in
     ``differing_fields``."""
     from gpumatch.bench.manifest import differing_fields
-    from gpumatch.loadgen.stored import is_serving_run
+    from gpumatch.usecases.stored_serving import is_serving_run
 
     serving = (is_serving_run(store, run_a), is_serving_run(store, run_b))
     if all(serving):
-        from gpumatch.loadgen.compare import compare_serving
+        from gpumatch.usecases.compare_serving import compare_serving
 
         return compare_serving(store, run_a, run_b, force)
     if any(serving):

@@ -62,9 +62,9 @@ def level_value(values: dict[str, Any], name: str) -> float | None:
 
 
 def is_serve_run(data: dict[str, Any]) -> bool:
-    """A serving run, by the one rule of :func:`gpumatch.loadgen.stored.is_serving` (kind ``serve``, or an
+    """A serving run, by the one rule of :func:`gpumatch.usecases.stored_serving.is_serving` (kind ``serve``, or an
     older store's ``bench`` run whose every result is a serving level)."""
-    from gpumatch.loadgen.stored import is_serving
+    from gpumatch.usecases.stored_serving import is_serving
 
     return is_serving(data["run"], data.get("results") or [])
 
@@ -224,7 +224,7 @@ def _serve_run(data: dict[str, Any], events: list[dict[str, Any]], slo: dict[str
 
 def serving_section(store: Path | None, runs: list[dict[str, Any]], slo_ttft_ms: float | None = None,
                     slo_tpot_ms: float | None = None) -> dict[str, Any] | None:
-    """The page's serving part for the serve runs among ``runs`` (:func:`gpumatch.lab.report.run_section`
+    """The page's serving part for the serve runs among ``runs`` (:func:`gpumatch.usecases.report.run_section`
     dicts), None without one: ``{"slo", "runs": [{run_id, card, model, tool, predicted_by, levels}], "modes",
     "energy", "tails"}`` (``energy``: a level has J/token; ``tails``: a level has a p99)."""
     serve = [r for r in runs if is_serve_run(r)]

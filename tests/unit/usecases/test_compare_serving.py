@@ -13,10 +13,10 @@ import pytest
 
 from gpumatch.cli.app import main
 from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
-from gpumatch.loadgen.compare import compare_serving, enough_samples, ratio_interval, statistic_of
 from gpumatch.loadgen.loopback import Loopback, LoopbackConfig
 from gpumatch.store import open_store
 from gpumatch.store.imports import import_file
+from gpumatch.usecases.compare_serving import compare_serving, enough_samples, ratio_interval, statistic_of
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VLLM = DATA / "imports" / "vllm-bench-serve.json"  # max_concurrency 8, 16 prompts with per-request arrays

@@ -1,8 +1,8 @@
 """Two serving runs compared level by level (``gpumatch bench compare A B`` when both are serving runs).
 
 Either run may come from any tool: gpumatch ``bench serve``, or a ``vllm bench serve``, GuideLLM or AIPerf file
-imported by ``gpumatch runs import`` (:func:`gpumatch.loadgen.stored.serving_run`: one kind, one naming).
-Levels pair by load only (:func:`gpumatch.lab.results.load_key`: the concurrency cap and/or the request rate);
+imported by ``gpumatch runs import`` (:func:`gpumatch.usecases.stored_serving.serving_run`: one kind, one naming).
+Levels pair by load only (:func:`gpumatch.usecases.stored_bench.load_key`: the concurrency cap and/or the request rate);
 within a level, results pair by canonical metric name. Each row gives A, B and B/A; where both runs keep the raw
 per-request samples of the metric (gpumatch's request records, vLLM's per-request arrays; GuideLLM and AIPerf
 summaries keep none), the 95% interval of B/A is a bootstrap of the ratio of the same statistic (mean, median or
@@ -30,7 +30,7 @@ def compare_serving(store: Path | str | None, run_a: int, run_b: int, force: boo
     "unrecorded", "forced", "levels_only_in_a", "levels_only_in_b", "rows"}``; each row: ``load``, ``level`` (its
     label), ``metric``, ``quantity``, ``unit``, ``a``, ``b``, ``b_over_a``, ``n_a``, ``n_b``, ``b_over_a_low``,
     ``b_over_a_high``, ``significant``, ``samples_a``, ``samples_b`` (raw samples behind the interval)."""
-    from gpumatch.loadgen.stored import level_label, serving_run
+    from gpumatch.usecases.stored_serving import level_label, serving_run
 
     a, b = serving_run(store, run_a), serving_run(store, run_b)
     differing, unrecorded = _manifest_check(a, b)
@@ -63,7 +63,7 @@ def _manifest_check(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], li
 def _rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per (load, canonical metric) in either run: the shared ones first, in the order of
     :data:`~gpumatch.metric_names.SERVING_LABELS` within each load."""
-    from gpumatch.loadgen.stored import level_label
+    from gpumatch.usecases.stored_serving import level_label
 
     by_a = {(r["load"], r["metric"]): r for r in a["results"]}
     by_b = {(r["load"], r["metric"]): r for r in b["results"]}
@@ -111,9 +111,10 @@ def statistic_of(metric: str) -> tuple[str, float] | None:
 
 def enough_samples(n: int, metric: str) -> bool:
     """Enough samples for an interval of ``metric``'s statistic: at least
-    :data:`gpumatch.lab.results.MIN_BOOTSTRAP_SAMPLES`, and for the q-th percentile at least ``1 / (1 - q/100)``
-    (:func:`gpumatch.stats.min_samples`, the rule ``bench serve`` reports percentiles by: p99 needs 100 samples)."""
-    from gpumatch.lab.results import MIN_BOOTSTRAP_SAMPLES
+    :data:`gpumatch.usecases.stored_bench.MIN_BOOTSTRAP_SAMPLES`, and for the q-th percentile at least
+    ``1 / (1 - q/100)`` (:func:`gpumatch.stats.min_samples`, the rule ``bench serve`` reports percentiles by:
+    p99 needs 100 samples)."""
+    from gpumatch.usecases.stored_bench import MIN_BOOTSTRAP_SAMPLES
 
     stat = statistic_of(metric)
     if stat is None or n < MIN_BOOTSTRAP_SAMPLES:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from statistics import median
 
-from gpumatch.lab.results import _pair, ratio_interval
 from gpumatch.report.bench import compare_text
+from gpumatch.usecases.stored_bench import _pair, ratio_interval
 
 
 def _times(mean: float, n: int = 40, seed: int = 1) -> list[float]:

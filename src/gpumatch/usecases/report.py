@@ -2,7 +2,7 @@
 
 :func:`build_report` returns plain JSON-ready data:
 
-- ``plan``: the plan (:func:`gpumatch.lab.calibrated.plan_calibrated`, so a card's stored calibration applies as
+- ``plan``: the plan (:func:`gpumatch.usecases.calibrated.plan_calibrated`, so a card's stored calibration applies as
   in ``gpumatch plan``) and, per shortlisted card (``picks``: the first pick of each role, at most
   :data:`MAX_PICKS` distinct cards), its roofline with the workload's operators
   (:func:`gpumatch.estimate.operators.operator_points`), its memory growth over batch and sequence with the card's
@@ -10,9 +10,9 @@
 - ``runs``: per stored bench run, its results (measured, predicted, ratio), its telemetry over time with the
   throttle reasons decoded, and the decode load ladder (tokens/s and J/token over batch).
 - ``serving``: the serve runs among them (gpumatch ``bench serve`` and imported vLLM/GuideLLM/AIPerf files) as
-  load levels with predictions and the SLO (:func:`gpumatch.lab.report_serve.serving_section`); None without one.
+  load levels with predictions and the SLO (:func:`gpumatch.usecases.report_serving.serving_section`); None without one.
 - ``side_by_side``: with two bench runs or more (serve runs left out), the runs side by side against the first
-  (:func:`gpumatch.lab.sidebyside.side_by_side`); None otherwise.
+  (:func:`gpumatch.usecases.report_sidebyside.side_by_side`); None otherwise.
 
 Planning needs no GPU, no torch and no store: a report of a plan alone reads nothing but the catalog.
 """
@@ -49,7 +49,7 @@ class ReportQuery:
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     """The SLO the serving part marks levels against (p99, ms); None: the runs' settings, else the defaults of
-    :mod:`gpumatch.lab.report_serve`."""
+    :mod:`gpumatch.usecases.report_serving`."""
 
 
 def build_report(query: ReportQuery) -> dict[str, Any]:
@@ -61,13 +61,13 @@ def build_report(query: ReportQuery) -> dict[str, Any]:
     if query.plan is not None:
         out["plan"] = plan_section(query)
     out["runs"] = [run_section(query.store, r) for r in query.run_ids]
-    from gpumatch.lab.report_serve import is_serve_run, serving_section
+    from gpumatch.usecases.report_serving import is_serve_run, serving_section
 
     out["serving"] = serving_section(query.store, out["runs"], query.slo_ttft_ms, query.slo_tpot_ms)
     out["side_by_side"] = None
     if len(query.run_ids) >= 2 and all(r["run"].get("kind") == "bench" and not is_serve_run(r)
                                        for r in out["runs"]):
-        from gpumatch.lab.sidebyside import side_by_side
+        from gpumatch.usecases.report_sidebyside import side_by_side
 
         out["side_by_side"] = side_by_side(query.store, query.run_ids)
     name = (out["plan"] or {}).get("request", {}).get("name") or ""
@@ -77,7 +77,7 @@ def build_report(query: ReportQuery) -> dict[str, Any]:
 
 def plan_section(query: ReportQuery) -> dict[str, Any]:
     """The plan as a dict with ``picks``: per distinct first-pick card, its roofline, memory curve and lists."""
-    from gpumatch.lab.calibrated import plan_calibrated
+    from gpumatch.usecases.calibrated import plan_calibrated
 
     run = plan_calibrated(query.plan, None, query.store, use_store=query.use_store)
     d = run.plan.to_dict()
@@ -206,9 +206,9 @@ def _ladder(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _any_run(store: Path | None, run_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A stored run of any kind in the shape of :func:`gpumatch.lab.results.load_run`, and its samples."""
-    from gpumatch.lab.results import load_run, result_row
+    """A stored run of any kind in the shape of :func:`gpumatch.usecases.stored_bench.load_run`, and its samples."""
     from gpumatch.store import open_existing_store
+    from gpumatch.usecases.stored_bench import load_run, result_row
 
     with open_existing_store(store) as st:
         raw = st.export_run(run_id)
@@ -229,11 +229,11 @@ def run_section(store: Path | None, run_id: int) -> dict[str, Any]:
     compared = [r for r in data["results"] if r.get("ratio") is not None]
     scale = None
     if data["run"].get("kind") == "scale":
-        from gpumatch.lab.scale_stored import load_scale_run
+        from gpumatch.usecases.stored_scale import load_scale_run
 
         scale = load_scale_run(store, run_id)
     scaling = [r for r in data["results"] if "scaling" in r["metric"]] if scale is None else []
-    from gpumatch.lab.report_serve import card_of, is_serve_run, run_facts
+    from gpumatch.usecases.report_serving import card_of, is_serve_run, run_facts
 
     serve = is_serve_run(data)
     return {**data, "telemetry": telemetry_series(samples), "compared": compared, "ladder": _ladder(data["results"]),

@@ -10,7 +10,8 @@ under the older names (``ttft_median_s``, ``e2el_p99_s``, ``request_throughput``
 A level of a gpumatch run comes back from its ``level`` event (its summary with vLLM names, prediction, self-test,
 verdict) and its raw requests from the ``request`` events, so every figure can be recomputed from the records
 (:func:`gpumatch.loadgen.metrics.summarize`). An imported run has no ``level`` event: its levels are built from
-its results, grouped by load (:func:`gpumatch.lab.results.load_key`), under vLLM's keys (:func:`vllm_levels`)."""
+its results, grouped by load (:func:`gpumatch.usecases.stored_bench.load_key`), under vLLM's keys
+(:func:`vllm_levels`)."""
 
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ def is_serving_run(store: Path | str | None, run_id: int) -> bool:
 def is_serving(run: dict[str, Any], results: list[dict[str, Any]]) -> bool:
     """A serving run: kind ``serve``, or (stores before one kind) a ``bench`` run imported from a serving tool,
     every result of which is a serving level (``config.case == "serve"``, or a ``bench serve`` level's ``mode``:
-    :func:`gpumatch.lab.results.serving_config`)."""
-    from gpumatch.lab.results import serving_config
+    :func:`gpumatch.usecases.stored_bench.serving_config`)."""
+    from gpumatch.usecases.stored_bench import serving_config
 
     if run.get("kind") == SERVE_KIND:
         return True
@@ -84,7 +85,7 @@ def is_serving(run: dict[str, Any], results: list[dict[str, Any]]) -> bool:
 def level_label(config: dict[str, Any]) -> str:
     """A load as a person reads it: ``c=8`` (closed loop, 8 clients), ``4/s`` (open loop, 4 requests/s),
     ``c=8 4/s`` (both), ``unlimited`` (neither: every request at once)."""
-    from gpumatch.lab.results import load_key
+    from gpumatch.usecases.stored_bench import load_key
 
     parts = []
     for part in load_key(config).split():
@@ -98,7 +99,7 @@ def vllm_levels(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """An imported run's levels in the shape of a ``bench serve`` level summary: one per load, its results under
     vLLM's keys and units (``ttft_p50_s`` 0.021 -> ``median_ttft_ms`` 21.0; ``request_throughput_per_s`` ->
     ``request_throughput``), ``completed``/``failed`` from ``completed_requests``/``failed_requests``."""
-    from gpumatch.lab.results import load_key
+    from gpumatch.usecases.stored_bench import load_key
 
     by_load: dict[str, dict[str, Any]] = {}
     for r in results:
@@ -119,10 +120,10 @@ def vllm_levels(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def serving_run(store: Path | str | None, run_id: int) -> dict[str, Any]:
     """A serving run for comparison: ``run``, ``manifest``, ``source`` (the tool), ``model``, ``results`` (one
     row per stored result: canonical ``metric``, ``value`` (SI), ``unit``, ``config``, ``load`` (its
-    :func:`~gpumatch.lab.results.load_key`), ``n``) and ``samples`` (load -> metric prefix -> raw per-request
+    :func:`~gpumatch.usecases.stored_bench.load_key`), ``n``) and ``samples`` (load -> metric prefix -> raw per-request
     values in s, where the run keeps them: gpumatch's ``request`` events, vLLM's per-request arrays)."""
-    from gpumatch.lab.results import load_key
     from gpumatch.store import open_existing_store
+    from gpumatch.usecases.stored_bench import load_key
 
     with open_existing_store(store) as st:
         data = st.export_run(run_id)
@@ -148,7 +149,7 @@ def _model(manifest: dict[str, Any], config: dict[str, Any]) -> str | None:
 
 def _samples(events: list[dict[str, Any]], run_config: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
     """load -> {ttft, tpot, itl, e2e} -> per-request seconds of the successful requests (ITL: every gap, pooled)."""
-    from gpumatch.lab.results import load_key
+    from gpumatch.usecases.stored_bench import load_key
 
     level_cfg = {int(e["data"]["level"]): e["data"] for e in events if e["kind"] == "level" and "level" in e["data"]}
     out: dict[str, dict[str, list[float]]] = {}
