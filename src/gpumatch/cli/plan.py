@@ -99,7 +99,7 @@ def plan_cmd(**given: Any) -> None:
 
     from gpumatch.report.plan import plan_output
     from gpumatch.report.progress import StatusLine
-    from gpumatch.usecases.calibrated import plan_calibrated
+    from gpumatch.usecases.plan import plan_calibrated
 
     query = plan_query(given)
     store = Path(given["store"]) if given["store"] else None

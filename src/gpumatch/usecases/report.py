@@ -2,7 +2,7 @@
 
 :func:`build_report` returns plain JSON-ready data:
 
-- ``plan``: the plan (:func:`gpumatch.usecases.calibrated.plan_calibrated`, so a card's stored calibration applies as
+- ``plan``: the plan (:func:`gpumatch.usecases.plan.plan_calibrated`, so a card's stored calibration applies as
   in ``gpumatch plan``) and, per shortlisted card (``picks``: the first pick of each role, at most
   :data:`MAX_PICKS` distinct cards), its roofline with the workload's operators
   (:func:`gpumatch.estimate.operators.operator_points`), its memory growth over batch and sequence with the card's
@@ -77,7 +77,7 @@ def build_report(query: ReportQuery) -> dict[str, Any]:
 
 def plan_section(query: ReportQuery) -> dict[str, Any]:
     """The plan as a dict with ``picks``: per distinct first-pick card, its roofline, memory curve and lists."""
-    from gpumatch.usecases.calibrated import plan_calibrated
+    from gpumatch.usecases.plan import plan_calibrated
 
     run = plan_calibrated(query.plan, None, query.store, use_store=query.use_store)
     d = run.plan.to_dict()
