@@ -12,10 +12,10 @@ import datetime as dt
 import sys
 from pathlib import Path
 
-from gpumatch.lab.results import export_run, load_run
 from gpumatch.lab.run import BenchRequest, run_bench
 from gpumatch.lab.suites import PRECISIONS, SUITES
 from gpumatch.report.bench import BenchProgress, run_summary, show_text
+from gpumatch.usecases.stored_bench import export_run, load_run
 
 
 def main(argv: list[str] | None = None) -> int:
