@@ -59,7 +59,7 @@ class ServerTelemetry:
         self.idle_power_w: float | None = None
         self.idle_window_s = 0.0
         self.sampler = Sampler(backend, interval_s, gpus=[gpu_index], edge_interval_s=ENERGY_INTERVAL_S,
-                               keep_s=KEEP_S, meta={"serve": True})
+                               keep_s=KEEP_S)
 
     def start(self) -> ServerTelemetry:
         self.sampler.start()

@@ -73,10 +73,8 @@ class Sampler:
         self._sleep = sleep
         self._meta = dict(meta or {})
         self.edge_interval_s = edge_interval_s
-        per_s = max(len(self._devices), 1) * (1.0 / interval_s)
-        self._keep_samples = None if keep_s is None else int(keep_s * per_s) + 1
-        self._keep_edges = None if keep_s is None or not edge_interval_s else int(
-            keep_s / edge_interval_s * max(len(self._devices), 1)) + 1
+        self._keep_samples = _kept(keep_s, interval_s, len(self._devices))
+        self._keep_edges = _kept(keep_s, edge_interval_s, len(self._devices))
         self._dropped = 0
         self._open_windows: dict[str, float] = {}
         self.started_unix_s = 0.0
@@ -276,3 +274,10 @@ class Sampler:
         self._ticks += 1
         self._cost_sum += cost_s
         self._cost_max = max(self._cost_max, cost_s)
+
+
+def _kept(keep_s: float | None, every_s: float | None, n_gpus: int) -> int | None:
+    """How many rows ``keep_s`` seconds hold when each of ``n_gpus`` gives one every ``every_s`` (None: all)."""
+    if keep_s is None or not every_s:
+        return None
+    return int(keep_s / every_s * max(n_gpus, 1)) + 1
