@@ -340,8 +340,8 @@ def _row_power(r: dict[str, Any], tele: CaseTelemetry) -> tuple[float | None, in
 
 IDLE_FORMULA = ("median(power_avg_w) over the idle samples of a window before the first case, from 1 s after "
                 "the clocks settled (GpuIdle reason, else the SM clock at its floor)")
-ENERGY_FORMULA = ("mean(power_instant_w over the row's power window) * step_s / tokens_per_step; net: "
-                  "(mean power - idle_power_w) * step_s / tokens_per_step")
+ENERGY_FORMULA = ("mean(power_instant_w, else power_avg_w, over the row's power window) * step_s / tokens_per_step; "
+                  "net: (mean power - idle_power_w) * step_s / tokens_per_step")
 
 
 def _tokens_per_step(r: dict[str, Any]) -> int | None:
