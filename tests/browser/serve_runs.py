@@ -38,7 +38,7 @@ def fake_gpu_server() -> Iterator[str]:
     from gpumatch.telemetry.fake import FakeBackend
 
     tele = ServerTelemetry(FakeBackend.from_file(TRACE), 0, interval_s=0.05).start()
-    tele.measure_idle(1.0)
+    tele.measure_idle(3.0)  # the settled idle power: the clocks fall 1 s into the trace, then 1 s of lag
     app = make_app(LoopbackConfig(itl_s=0.002, ttft_s=0.02))
 
     async def telemetry(request: web.Request) -> web.Response:

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from gpumatch.errors import InputError
+from gpumatch.telemetry.types import REASON_GROUPS
 from gpumatch.vocab import TRAINING_TASKS
 
 MAX_PICKS = 4
-THROTTLE_BITS = {"power cap": 0x4, "HW slowdown": 0x8 | 0x80, "thermal": 0x20 | 0x40}
-"""NVML clock-event reasons (:mod:`gpumatch.telemetry.types`): SW power cap; HW slowdown and HW power brake;
-SW and HW thermal slowdown."""
+THROTTLE_LABELS = {"power_cap_frac": "power cap", "hw_slowdown_frac": "HW slowdown", "thermal_frac": "thermal"}
+"""The page's name of each clock-event reason group of :data:`gpumatch.telemetry.types.REASON_GROUPS` (the one table
+of their bits: SW power cap; HW slowdown and HW power brake; SW and HW thermal slowdown)."""
 MAX_SAMPLES = 4000
 """Telemetry samples per run drawn (evenly thinned beyond it, to keep the page small)."""
 GIB = 1024.0**3
@@ -179,7 +180,8 @@ def telemetry_series(samples: list[dict[str, Any]]) -> dict[str, Any]:
     t0 = rows[0]["t_s"]
     t = [r["t_s"] - t0 for r in rows]
     periods: dict[str, list[list[float]]] = {}
-    for name, bits in THROTTLE_BITS.items():
+    for group, bits in REASON_GROUPS.items():
+        name = THROTTLE_LABELS[group]
         spans: list[list[float]] = []
         for i, r in enumerate(rows):
             on = bool((r.get("clock_event_reasons") or 0) & bits)

@@ -1,6 +1,8 @@
 """Energy per load level (gpumatch.loadgen.energy): a level's window joined to the server's telemetry
 document, from the energy counter or from the power samples, gross and idle-subtracted; a server without the
-endpoint gives none. The document is served over real HTTP (aiohttp) the way ``gpumatch serve`` serves it."""
+endpoint gives none. The figures are a telemetry window's (gpumatch.telemetry.window): one energy rule, one
+idle subtraction, one clock-reason table. The document is served over real HTTP (aiohttp) the way
+``gpumatch serve`` serves it."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def test_counter_energy_gross_and_net() -> None:
 
 def test_power_integral_without_a_counter_and_too_short_a_window() -> None:
     out = level_energy(_doc(with_counter=False), 1000.0, 1005.0, 500)
-    assert out["energy_source"] == "power" and out["energy_j"] == pytest.approx(400.0 * 5)
+    assert out["energy_source"] == "integrated" and out["energy_j"] == pytest.approx(400.0 * 5)
     assert "energy_note" in level_energy(_doc(), 1000.0, 1000.15, 10)
     assert "energy_note" in level_energy(_doc(), 1000.0, 1005.0, 0)
 
