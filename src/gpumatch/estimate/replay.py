@@ -36,8 +36,8 @@ every prompt the weight-read slack again, and a pass of forty 200-token prompts 
 causal attention of a prompt's first ``x`` tokens, each prompt's own (:func:`gpumatch.estimate.roofline
 .prefill_attention_s`; a chunk starting at ``s`` costs ``A(s + t) − A(s)``); ``host`` the engine's per-pass CPU
 cost. A pass without decodes (the first burst, SGLang's prefill passes) pays the one-token prefill for the weights
-instead of ``D`` and ``L(1 + T) − L(1)`` for its tokens. A request's first token comes at the end of the pass that computes its last prompt chunk; then one token
-per pass it takes part in. Decode-only stretches between events (a request finishing, the KV cache filling) are
+instead of ``D`` and ``L(1 + T) − L(1)`` for its tokens. A request's first token comes at the end of the pass
+that computes its last prompt chunk; then one token per pass it takes part in. Decode-only stretches between events (a request finishing, the KV cache filling) are
 advanced in one step at the stretch's mean context, so the cost is linear in the number of requests, not passes.
 
 Lengths: each request's prompt and output length are drawn uniformly from the integers in ``[r L, L]`` (``r`` =
