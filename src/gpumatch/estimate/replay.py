@@ -26,19 +26,20 @@ Scheduler per engine profile (``data/engines.toml``):
   after ``A`` tokens are allocated, and recomputes only those; ``reserve``
   (TensorRT-LLM ``GUARANTEED_NO_EVICT``): a request is admitted only when its prompt + output fit.
 
-Pass time: ``D(B, ctx) + [L(B + T) − L(B)] + Σ [A(s + t) − A(s)] + host(seqs)``: ``D`` the decode step of the
-``B`` decoding requests at their mean context (:func:`gpumatch.estimate.roofline.decode_step`, a table over B and
+Pass time: ``D(B, ctx) + [L(B + T) − L(B)] + Σ [A(s + t) − A(s)] + host(seqs)``: ``D`` the decode step of the ``B``
+decoding requests at their mean context (:func:`gpumatch.estimate.roofline.decode_step`, a table over B and
 context); ``L(n)`` the linear work of a forward over ``n`` tokens -- projections, MLP, norms, collectives, which
 read the weights once for every token of the pass (:func:`gpumatch.estimate.roofline.prefill_linear_s`) -- so the
-``T`` prompt tokens of all the pass's chunks together add ``L(B + T) − L(B)``: little while the pass is bound by
-its weight reads, their FLOPs once it is compute-bound (charging each prompt its own ``L(t) − L(1)`` would give
-every prompt the weight-read slack again, and a pass of forty 200-token prompts almost nothing); ``A(x)`` the
-causal attention of a prompt's first ``x`` tokens, each prompt's own (:func:`gpumatch.estimate.roofline
+``T`` prompt tokens of all the pass's chunks together add ``L(B + T) − L(B)``: little while the pass is bound by its
+weight reads, their FLOPs once it is compute-bound (charging each prompt its own ``L(t) − L(1)`` would give every
+prompt the weight-read slack again, and a pass of forty 200-token prompts almost nothing); ``A(x)`` the causal
+attention of a prompt's first ``x`` tokens, each prompt's own (:func:`gpumatch.estimate.roofline
 .prefill_attention_s`; a chunk starting at ``s`` costs ``A(s + t) − A(s)``); ``host`` the engine's per-pass CPU
 cost. A pass without decodes (the first burst, SGLang's prefill passes) pays the one-token prefill for the weights
-instead of ``D`` and ``L(1 + T) − L(1)`` for its tokens. A request's first token comes at the end of the pass
-that computes its last prompt chunk; then one token per pass it takes part in. Decode-only stretches between events (a request finishing, the KV cache filling) are
-advanced in one step at the stretch's mean context, so the cost is linear in the number of requests, not passes.
+instead of ``D`` and ``L(1 + T) − L(1)`` for its tokens. A request's first token comes at the end of the pass that
+computes its last prompt chunk; then one token per pass it takes part in. Decode-only stretches between events (a
+request finishing, the KV cache filling) are advanced in one step at the stretch's mean context, so the cost is
+linear in the number of requests, not passes.
 
 Lengths: each request's prompt and output length are drawn uniformly from the integers in ``[r L, L]`` (``r`` =
 ``length_low``; 1 = fixed lengths), the nominal ``L`` and ``r`` as SGLang's and InferenceX's
