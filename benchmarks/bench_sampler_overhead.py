@@ -42,10 +42,10 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from gpumatch.telemetry.nvml import open_nvml
+    from gpumatch.telemetry.backends import open_backend
     from gpumatch.telemetry.sampler import Sampler
 
-    backend = open_nvml([0])
+    backend = open_backend("nvml", [0])
     a, b = (torch.randn(args.n, args.n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     c = torch.empty_like(a)
     timed_block(torch, a, b, c, 5.0)  # warm-up to the power-capped steady state

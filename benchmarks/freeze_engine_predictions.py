@@ -22,11 +22,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def predict(r: dict[str, Any]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpumatch", "estimate", "--model", r["model"], "--gpu", r["gpu"], "--count",
            str(r["tp"]), "--tp", str(r["tp"]), "--precision", r["precision"], "--task", "serve", "--engine",
-           r["engine"], "--concurrency", str(r["concurrency"]), "--prompt", str(r["prompt"]), "--gen", str(r["gen"]),
-           "--format", "json"]
-    for key, flag in (("num_prompts", "--num-prompts"), ("length_low", "--length-low")):
-        if key in r:  # the benchmark replayed (rows collected with their client settings)
-            cmd += [flag, str(r[key])]
+           r["engine"], "--prompt", str(r["prompt"]), "--gen", str(r["gen"]), "--format", "json"]
+    rate = str(r.get("request_rate", "inf"))
+    if rate != "inf":  # open loop, Poisson arrivals at that rate: the engine's long-run state at that load
+        cmd += ["--request-rate", rate]
+    else:
+        cmd += ["--concurrency", str(r["concurrency"])]
+        for key, flag in (("num_prompts", "--num-prompts"), ("length_low", "--length-low")):
+            if key in r:  # the benchmark replayed (rows collected with their client settings)
+                cmd += [flag, str(r[key])]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT).stdout
     d = json.loads(out)
     return {"id": r["id"], "model": r["model"], "gpu": d["gpu"], "tp": r["tp"], "precision": r["precision"],

@@ -172,9 +172,9 @@ def main() -> int:
         device = "cpu"
         args.gemm_s = args.copy_s = args.tiny_s = args.idle_s = args.spin_s = 0.5
     else:
-        from gpumatch.telemetry.nvml import open_nvml
+        from gpumatch.telemetry.backends import open_backend
 
-        backend = open_nvml([0])
+        backend = open_backend("nvml", [0])
         device = "cuda:0"
     info = backend.devices()[0].info()
     system = backend.system()

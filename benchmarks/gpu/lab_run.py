@@ -12,10 +12,10 @@ import datetime as dt
 import sys
 from pathlib import Path
 
-from gpumatch.lab.results import export_run, load_run
 from gpumatch.lab.run import BenchRequest, run_bench
 from gpumatch.lab.suites import PRECISIONS, SUITES
 from gpumatch.report.bench import BenchProgress, run_summary, show_text
+from gpumatch.usecases.stored_bench import export_run, load_run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,9 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=1800.0)
     ap.add_argument("--precision", default=",".join(PRECISIONS))
     ap.add_argument("--decode-batch", type=int, action="append", default=[])
+    ap.add_argument("--weights", type=Path, default=None, help="a local Hugging Face folder (bench run --weights)")
+    ap.add_argument("--text", type=Path, default=None, help="the quality check's text (bench run --text)")
+    ap.add_argument("--only", default="", help="comma-separated case ids to run (e.g. quality)")
     args = ap.parse_args(argv)
     req = BenchRequest(suite=args.suite, store=args.store, tiny=args.tiny or None, duration_s=args.duration,
-                       precisions=tuple(args.precision.split(",")), decode_batches=tuple(args.decode_batch))
+                       precisions=tuple(args.precision.split(",")), decode_batches=tuple(args.decode_batch),
+                       weights=args.weights, text=args.text, only=tuple(o for o in args.only.split(",") if o))
     with BenchProgress() as progress:
         run = run_bench(req, progress)
     print(run_summary(run))

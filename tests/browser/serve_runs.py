@@ -1,7 +1,7 @@
 """Serve runs in a real store, made the way a user makes them, for the report's serving tests.
 
-- run 1: ``gpumatch bench serve`` (:func:`gpumatch.lab.loadgen.bench.run_serve_bench`) over loopback HTTP against
-  the load generator's fake OpenAI server (:func:`gpumatch.lab.loadgen.loopback.make_app`: a fixed TTFT and
+- run 1: ``gpumatch bench serve`` (:func:`gpumatch.loadgen.bench.run_serve_bench`) over loopback HTTP against
+  the load generator's fake OpenAI server (:func:`gpumatch.loadgen.loopback.make_app`: a fixed TTFT and
   inter-token gap) that also publishes ``/gpumatch/telemetry`` from :class:`gpumatch.lab.serve_telemetry.
   ServerTelemetry` replaying a recorded H200 trace (idle, then a GEMM at the power cap) through the fake device:
   closed-loop levels c=1, 4, 16 and open-loop 25/s and 100/s, 100 requests each (enough for a p99), the card and
@@ -33,12 +33,12 @@ def fake_gpu_server() -> Iterator[str]:
     """The loopback OpenAI server plus ``/gpumatch/telemetry`` (replayed H200 samples), in a thread; its URL."""
     from aiohttp import web
 
-    from gpumatch.lab.loadgen.loopback import LoopbackConfig, make_app
     from gpumatch.lab.serve_telemetry import ServerTelemetry
+    from gpumatch.loadgen.loopback import LoopbackConfig, make_app
     from gpumatch.telemetry.fake import FakeBackend
 
     tele = ServerTelemetry(FakeBackend.from_file(TRACE), 0, interval_s=0.05).start()
-    tele.measure_idle(1.0)
+    tele.measure_idle(3.0)  # the settled idle power: the clocks fall 1 s into the trace, then 1 s of lag
     app = make_app(LoopbackConfig(itl_s=0.002, ttft_s=0.02))
 
     async def telemetry(request: web.Request) -> web.Response:
@@ -67,8 +67,8 @@ def fake_gpu_server() -> Iterator[str]:
 def build_serve_store(store: Path) -> dict[str, Any]:
     """Runs 1-3 of the module docstring in ``store``; the ``bench serve`` run's :class:`ServeRun`."""
     from gpumatch.cli.app import main
-    from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
-    from gpumatch.lab.loadgen.metrics import Slo
+    from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
+    from gpumatch.loadgen.metrics import Slo
 
     with fake_gpu_server() as url:
         run = run_serve_bench(ServeRequest(url, "llama-3.1-8b", num_prompts=100, prompt_tokens=128, output_tokens=16,

@@ -157,10 +157,10 @@ class EngineCase:
 
     @property
     def compared_tpot_s(self) -> float:
-        """The predicted TPOT of the same statistic as ``tpot_s``: the replay's median for a median, else the mean."""
-        if self.tpot_basis == "median":
-            if self.predicted_tpot_p50_s is None:
-                raise ValueError(f"{self.case_id}: a median TPOT needs a replayed prediction (tpot_p50_s)")
+        """The predicted TPOT of the same statistic as ``tpot_s``: the replay's median for a median, else the mean.
+        A row predicted at the steady state (no replay: ``num_prompts`` 0, a time-window measurement) has one TPOT,
+        which stands for its median too."""
+        if self.tpot_basis == "median" and self.predicted_tpot_p50_s is not None:
             return self.predicted_tpot_p50_s
         return self.predicted_tpot_s
 

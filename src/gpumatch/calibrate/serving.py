@@ -1,10 +1,10 @@
 """The ``serving`` class: an engine profile's per-pass costs fitted to ``bench serve`` runs, held out by load level.
 
 A stored serve run (``gpumatch bench serve`` against a server, or ``gpumatch bench import`` of its ``--out``
-file) holds one summary per load level (its ``level`` events, as :mod:`gpumatch.lab.loadgen.stored` reads them
+file) holds one summary per load level (its ``level`` events, as :mod:`gpumatch.usecases.stored_serving` reads them
 back): a closed-loop concurrency ``C`` or an open-loop Poisson rate ``λ``, with the measured mean TPOT and output
 throughput (vLLM's definitions, docs/serve.md) and the engine profile it was predicted with (``config.engine``).
-Each level is predicted as the load generator predicts it (:func:`gpumatch.lab.loadgen.predict.predict_level`):
+Each level is predicted as the load generator predicts it (:func:`gpumatch.loadgen.predict.predict_level`):
 :func:`gpumatch.estimate.estimate` with ``task="serve"``, the engine, the nominal prompt and output lengths, and
 ``concurrency=C, num_prompts=n, length_low`` (the closed-loop replay) or ``request_rate=λ`` (the open-loop steady
 state).

@@ -1,6 +1,6 @@
 """``gpumatch bench run|serve|scale|list|show|compare|export``: the fixed experiment package and its stored runs.
 
-Each command parses, makes one library call (:mod:`gpumatch.lab`) and renders (:mod:`gpumatch.report.bench`)."""
+Each command parses, makes one library call (:mod:`gpumatch.usecases.bench`) and renders (:mod:`gpumatch.report`)."""
 
 from __future__ import annotations
 
@@ -61,26 +61,26 @@ def run_cmd(
     workload: Path | None = _WORKLOAD,
     store: str | None = StoreOption,
 ) -> None:
-    from gpumatch.lab.run import BenchRequest, run_bench
     from gpumatch.report.bench import BenchProgress, run_summary
+    from gpumatch.usecases import bench
 
     precisions = tuple(p.strip() for x in precision for p in x.split(",") if p.strip())
-    req = BenchRequest(suite=suite, model=model, hf_config=hf_config, precisions=precisions, tiny=tiny or None,
+    req = bench.BenchRequest(suite=suite, model=model, hf_config=hf_config, precisions=precisions, tiny=tiny or None,
                        store=store, duration_s=duration, seed=seed, decode_batches=tuple(decode_batch),
                        only=tuple(case), weights=weights, text=text, window=window, stride=stride,
                        max_tokens=max_tokens, workload=workload, max_warmup_s=max_warmup)
     with BenchProgress() as progress:
-        run = run_bench(req, progress)
+        run = bench.run(req, progress)
     emit(run_summary(run))
 
 
 @app.command("list", help="List the bench runs, newest first. Example: gpumatch bench list")
 def list_cmd(limit: int = typer.Option(50, min=1, max=RUN_ID_MAX, help="At most this many runs."),
              store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
-    from gpumatch.lab.results import list_bench_runs
     from gpumatch.report.bench import LIST_COLUMNS
+    from gpumatch.usecases import bench
 
-    emit_rows(list_bench_runs(store, limit), fmt, LIST_COLUMNS)
+    emit_rows(bench.list_runs(store, limit), fmt, LIST_COLUMNS)
 
 
 @app.command("show", help="One bench run: each case measured, predicted, ratio, n and percentiles; failures with "
@@ -88,17 +88,16 @@ def list_cmd(limit: int = typer.Option(50, min=1, max=RUN_ID_MAX, help="At most 
              "efficiency, delivers k, exposed comm, predicted, ratio). Example: gpumatch bench show 3 --format json")
 def show_cmd(run_id: int = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run id from 'gpumatch bench list'."),
              store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
-    from gpumatch.lab.results import load_run, run_kind
     from gpumatch.report.bench import show_csv, show_text
+    from gpumatch.usecases import bench
 
-    kind = run_kind(store, run_id)
+    kind, data = bench.show(store, run_id, raw=fmt is Format.json)
     if kind == "serve":
-        _show_serve(store, run_id, fmt)
+        _show_serve(data, fmt)
         return
     if kind == "scale":
-        _show_scale(store, run_id, fmt)
+        _emit_scale(data, fmt)
         return
-    data = load_run(store, run_id)
     if fmt is Format.json:
         emit_object(data, fmt)
     else:
@@ -116,10 +115,10 @@ _RUN_B = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Run B.")
 def compare_cmd(run_a: int = _RUN_A, run_b: int = _RUN_B,
                 force: bool = typer.Option(False, "--force", help="Compare even if the manifests differ (flagged)."),
                 store: str | None = StoreOption, fmt: Format = FormatOption) -> None:
-    from gpumatch.lab.results import compare_runs
     from gpumatch.report.bench import compare_text
+    from gpumatch.usecases import bench
 
-    cmp = compare_runs(store, run_a, run_b, force)
+    cmp = bench.compare(store, run_a, run_b, force)
     if cmp["differing_fields"]:
         sys.stderr.write(f"gpumatch: warning: manifests differ in {', '.join(cmp['differing_fields'])}\n")
     if fmt is Format.json:
@@ -147,17 +146,15 @@ def export_cmd(run_id: int = typer.Argument(..., min=1, max=RUN_ID_MAX, help="Ru
                out: Path = _OUT,
                force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
                store: str | None = StoreOption) -> None:
-    from gpumatch.lab.results import export_run
+    from gpumatch.usecases import bench
 
-    path = export_run(store, run_id, out, force)
+    path = bench.export(store, run_id, out, force)
     sys.stderr.write(f"gpumatch: run {run_id} written to {path}\n")
 
 
-def _show_serve(store: str | None, run_id: int, fmt: Format) -> None:
-    from gpumatch.lab.loadgen.stored import load_serve_run
+def _show_serve(data: dict[str, Any], fmt: Format) -> None:
     from gpumatch.report.serve import serve_csv, serve_text
 
-    data = load_serve_run(store, run_id, raw=fmt is Format.json)
     if fmt is Format.json:
         emit_object(data, fmt)
     else:
@@ -252,30 +249,23 @@ def serve_cmd(
 ) -> None:
     import os
 
-    from gpumatch.errors import InputError, ServerGoneError
-    from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench, write_json
-    from gpumatch.lab.loadgen.client import parse_extra_body, parse_headers
-    from gpumatch.lab.loadgen.metrics import Slo
-    from gpumatch.lab.loadgen.selftest import Limits
     from gpumatch.report.serve import ServeProgress, serve_csv, serve_text
+    from gpumatch.usecases import bench
 
-    if out is not None and out.exists():
-        raise InputError(f"{out} exists", "give another --out")
     ms = [None if v is None else v / 1000.0 for v in (slo_ttft_ms, slo_tpot_ms, slo_e2el_ms)]
     data_format, data_file = dataset if dataset and dataset[0] is not None else (None, None)
-    req = ServeRequest(
+    req = bench.ServeRequest(
         endpoint, model, api, tuple(int(c) for c in _floats(concurrency, "--concurrency")),
         _floats(rate, "--rate"), arrival, num_prompts, prompt_tokens, output_tokens, range_ratio, data_file,
-        not no_enforce, seed, timeout, max_in_flight, Slo(*ms), attainment, search, search_steps, not no_selftest,
-        None if selftest_itl_ms is None else selftest_itl_ms / 1000.0, Limits(max_lag_s=max_lag_ms / 1000.0),
+        not no_enforce, seed, timeout, max_in_flight, bench.Slo(*ms), attainment, search, search_steps,
+        not no_selftest,
+        None if selftest_itl_ms is None else selftest_itl_ms / 1000.0, bench.Limits(max_lag_s=max_lag_ms / 1000.0),
         arch, gpu, engine, os.environ.get(api_key_env) or None, store, not no_store,
         dataset_format=data_format or "jsonl", tokenizer=tokenizer, warmup=_warmup(warmup), duration_s=duration,
-        grace_s=grace, burstiness=burstiness, extra_body=parse_extra_body(extra_body), headers=parse_headers(header),
-        prompt_tolerance=prompt_tolerance)
+        grace_s=grace, burstiness=burstiness, extra_body=bench.parse_extra_body(extra_body),
+        headers=bench.parse_headers(header), prompt_tolerance=prompt_tolerance)
     with ServeProgress(bars=fmt is not Format.json) as progress:
-        run = run_serve_bench(req, progress)
-    if out is not None:
-        write_json(run, out)
+        run = bench.serve(req, progress, out)
     doc = run.to_json(raw=fmt is Format.json)
     if fmt is Format.json:
         emit_object(doc, fmt)
@@ -285,13 +275,8 @@ def serve_cmd(
         sys.stderr.write(f"gpumatch: warning: {warning}\n")
     if run.store_error:
         sys.stderr.write(f"gpumatch: warning: results store not updated: {run.store_error}\n")
-    if run.server_gone:
-        done = sum(lv.summary["completed"] for lv in run.levels)
-        failed = sum(lv.summary["failed"] + lv.not_sent for lv in run.levels)
-        raise ServerGoneError(f"the server went away during level {run.levels[-1].level.label}: "
-                              f"{done} requests completed, {failed} failed or not sent; run "
-                              f"{run.run_id if run.run_id is not None else '(not stored)'} saved as {run.status}",
-                              run.server_gone[:120])
+    if (gone := bench.gone_error(run)) is not None:
+        raise gone
 
 
 def _warmup(text: str) -> int | None:
@@ -312,23 +297,11 @@ def _warmup(text: str) -> int | None:
              "Example: gpumatch bench import h200-quick.json --store results.sqlite")
 def import_cmd(file: Path = _FILE,
                store: str | None = StoreOption) -> None:
-    from gpumatch.lab.imports import import_file
+    from gpumatch.usecases import bench
 
-    _refuse_tool_file(file)
-    kind, run_id = import_file(file, store)
+    kind, run_id = bench.import_file(file, store)
     sys.stderr.write(f"gpumatch: {file} imported as {kind} run {run_id}\n")
     emit(str(run_id))
-
-
-def _refuse_tool_file(file: Path) -> None:
-    """``bench import`` reads gpumatch's own files; another tool's result file belongs to ``runs import`` (one line,
-    exit 2, nothing written)."""
-    from gpumatch.errors import InputError
-    from gpumatch.store.formats import sniff
-
-    if file.is_file() and (found := sniff(file)) is not None:
-        raise InputError(f"{file} is a {found} result file, not a 'gpumatch bench export' or 'bench serve --out' "
-                         "file", f"store it with 'gpumatch runs import {file}'")
 
 
 _SCALE_HELP = (
@@ -364,16 +337,17 @@ def scale_cmd(
     store: str | None = StoreOption,
     fmt: Format = FormatOption,
 ) -> None:
-    from gpumatch.lab.scale import ScaleRequest, parse_counts, parse_sizes, run_scale
     from gpumatch.report.scale import ScaleProgress
+    from gpumatch.usecases import bench
 
-    req = ScaleRequest(workload=workload, gpus=parse_counts(gpus), model=model, batch_per_gpu=batch_per_gpu,
-                       seq=seq, steps=steps, sizes_bytes=parse_sizes(sizes) if sizes else (), iters=iters, cpu=cpu,
-                       ops=tuple(o.strip() for o in ops.split(",") if o.strip()), warmup_steps=warmup,
-                       nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, store=store, use_store=not no_store,
-                       timeout_s=timeout, seed=seed)
+    req = bench.ScaleRequest(workload=workload, gpus=bench.parse_counts(gpus), model=model,
+                             batch_per_gpu=batch_per_gpu, seq=seq, steps=steps,
+                             sizes_bytes=bench.parse_sizes(sizes) if sizes else (), iters=iters, cpu=cpu,
+                             ops=tuple(o.strip() for o in ops.split(",") if o.strip()), warmup_steps=warmup,
+                             nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, store=store, use_store=not no_store,
+                             timeout_s=timeout, seed=seed)
     with ScaleProgress() as progress:
-        out = run_scale(req, progress)
+        out = bench.scale(req, progress)
     _emit_scale(out.to_json(), fmt)
 
 
@@ -385,8 +359,3 @@ def _emit_scale(doc: dict[str, Any], fmt: Format) -> None:
     else:
         emit(scale_csv(doc) if fmt is Format.csv else scale_text(doc))
 
-
-def _show_scale(store: str | None, run_id: int, fmt: Format) -> None:
-    from gpumatch.lab.scale_stored import load_scale_run
-
-    _emit_scale(load_scale_run(store, run_id, raw=fmt is Format.json), fmt)

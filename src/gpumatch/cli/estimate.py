@@ -114,8 +114,8 @@ def estimate_query(given: dict[str, Any]) -> EstimateQuery:
 def estimate_cmd(**given: Any) -> None:
     from pathlib import Path
 
-    from gpumatch.lab.calibrated import estimate_calibrated
     from gpumatch.report.estimate import estimate_output
+    from gpumatch.usecases.estimate import estimate_calibrated
 
     store = Path(given["store"]) if given["store"] else None
     run = estimate_calibrated(estimate_query(given), store, use_store=not given["no_calibration"])

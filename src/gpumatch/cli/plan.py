@@ -97,9 +97,9 @@ def plan_query(given: dict[str, Any]) -> PlanQuery:
 def plan_cmd(**given: Any) -> None:
     from pathlib import Path
 
-    from gpumatch.lab.calibrated import plan_calibrated
     from gpumatch.report.plan import plan_output
     from gpumatch.report.progress import StatusLine
+    from gpumatch.usecases.plan import plan_calibrated
 
     query = plan_query(given)
     store = Path(given["store"]) if given["store"] else None

@@ -1,6 +1,6 @@
 """``gpumatch report``: a plan and/or stored bench runs as one offline HTML page with plots, or as text.
 
-Parse the plan flags (as ``gpumatch plan``) and the runs, call :func:`gpumatch.lab.report.build_report`, render
+Parse the plan flags (as ``gpumatch plan``) and the runs, call :func:`gpumatch.usecases.report.build_report`, render
 with :mod:`gpumatch.report.html` (``--html FILE``) or the 80-column text views."""
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def _has_plan(given: dict[str, Any]) -> bool:
 
 @fl.takes(FLAGS)
 def report_cmd(**given: Any) -> None:
-    from gpumatch.lab.report import ReportQuery, build_report
     from gpumatch.report.html import write_report
     from gpumatch.report.plan import plan_output
+    from gpumatch.usecases.report import ReportQuery, build_report
 
     store = Path(given["store"]) if given["store"] else None
     query = plan_cli.plan_query({**{k: given[k] for k in _PLAN_KEYS}, "verbose": False, "fmt": Format.table,

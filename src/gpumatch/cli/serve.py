@@ -47,15 +47,16 @@ def serve_cmd(
                                   help="torch.compile the layers (opt-in, not yet measured on a GPU)."),
     idle_s: float = typer.Option(3.0, "--idle-seconds", help="Idle power measured before serving (GPU; 0: skip)."),
 ) -> None:
-    from gpumatch.lab.serve import Listening, ServeOptions, check_options, serve
     from gpumatch.report.server import listening_text
+    from gpumatch.usecases.serve import Listening, ServeOptions, serve
 
     opts = ServeOptions(model=model, hf_config=hf_config, weights=weights, tiny=tiny, host=host, port=port,
                         max_num_seqs=max_num_seqs, max_model_len=max_model_len,
                         max_num_batched_tokens=max_num_batched_tokens, dtype=dtype, device=device,
                         cuda_graphs=cuda_graphs, compile=compile_, idle_s=idle_s)
-    check_options(opts)
-    sys.stderr.write("gpumatch: building the model and its KV cache...\n")
+
+    def building() -> None:
+        sys.stderr.write("gpumatch: building the model and its KV cache...\n")
 
     def ready(lst: Listening) -> None:
         for w in lst.warnings:
@@ -63,4 +64,4 @@ def serve_cmd(
         emit(listening_text(lst))
         sys.stdout.flush()
 
-    serve(opts, on_ready=ready)
+    serve(opts, on_ready=ready, on_building=building)

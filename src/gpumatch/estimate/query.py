@@ -48,7 +48,7 @@ class EstimateQuery:
     run_tokens: str | None = None
     calibration: str | None = None
     calibration_value: Calibration | None = None
-    """A Calibration given as a value (the newest stored one of the card, :mod:`gpumatch.lab.calibrated`);
+    """A Calibration given as a value (the newest stored one of the card, :mod:`gpumatch.usecases.calibrated`);
     ``calibration`` (a file) wins over it."""
     curve: bool = False
     num_prompts: int | None = None

@@ -26,15 +26,20 @@ Scheduler per engine profile (``data/engines.toml``):
   after ``A`` tokens are allocated, and recomputes only those; ``reserve``
   (TensorRT-LLM ``GUARANTEED_NO_EVICT``): a request is admitted only when its prompt + output fit.
 
-Pass time: ``D(B, ctx) + Σ [M(s + t) − M(s)] + host(seqs)``: ``D`` the decode step of the ``B`` decoding
-requests at their mean context (:func:`gpumatch.estimate.roofline.decode_step`, a table over B and context),
-``M(x)`` the marginal cost of a prompt's first ``x`` tokens riding on a pass that already reads the weights
-(:func:`gpumatch.estimate.roofline.prefill` of ``x`` tokens less that of one token; causal attention makes a
-chunk starting at ``s`` cost ``M(s + t) − M(s)``), ``host`` the engine's per-pass CPU cost. A pass without
-decodes (the first burst, SGLang's prefill passes) pays the one-token prefill ``M0`` for the weights instead of
-``D``. A request's first token comes at the end of the pass that computes its last prompt chunk; then one token
-per pass it takes part in. Decode-only stretches between events (a request finishing, the KV cache filling) are
-advanced in one step at the stretch's mean context, so the cost is linear in the number of requests, not passes.
+Pass time: ``D(B, ctx) + [L(B + T) − L(B)] + Σ [A(s + t) − A(s)] + host(seqs)``: ``D`` the decode step of the ``B``
+decoding requests at their mean context (:func:`gpumatch.estimate.roofline.decode_step`, a table over B and
+context); ``L(n)`` the linear work of a forward over ``n`` tokens -- projections, MLP, norms, collectives, which
+read the weights once for every token of the pass (:func:`gpumatch.estimate.roofline.prefill_linear_s`) -- so the
+``T`` prompt tokens of all the pass's chunks together add ``L(B + T) − L(B)``: little while the pass is bound by its
+weight reads, their FLOPs once it is compute-bound (charging each prompt its own ``L(t) − L(1)`` would give every
+prompt the weight-read slack again, and a pass of forty 200-token prompts almost nothing); ``A(x)`` the causal
+attention of a prompt's first ``x`` tokens, each prompt's own (:func:`gpumatch.estimate.roofline
+.prefill_attention_s`; a chunk starting at ``s`` costs ``A(s + t) − A(s)``); ``host`` the engine's per-pass CPU
+cost. A pass without decodes (the first burst, SGLang's prefill passes) pays the one-token prefill for the weights
+instead of ``D`` and ``L(1 + T) − L(1)`` for its tokens. A request's first token comes at the end of the pass that
+computes its last prompt chunk; then one token per pass it takes part in. Decode-only stretches between events (a
+request finishing, the KV cache filling) are advanced in one step at the stretch's mean context, so the cost is
+linear in the number of requests, not passes.
 
 Lengths: each request's prompt and output length are drawn uniformly from the integers in ``[r L, L]`` (``r`` =
 ``length_low``; 1 = fixed lengths), the nominal ``L`` and ``r`` as SGLang's and InferenceX's
@@ -138,13 +143,18 @@ class Replay:
 
 @dataclass
 class _Costs:
-    """Per-pass costs of one replica: the decode table over (batch, context) and the marginal prefill curve."""
+    """Per-pass costs of one replica: the decode table over (batch, context), the linear work of a pass over its
+    token count and the attention curve of one prompt (module docstring, "Pass time")."""
 
     decode_table: np.ndarray
     """Seconds, shape (batches, contexts): row ``b - 1`` is a decode step of ``b`` requests."""
     contexts: np.ndarray
     prefill_x: np.ndarray
-    prefill_m: np.ndarray
+    attention_s: np.ndarray
+    """Prefill attention seconds of a prompt's first ``prefill_x`` tokens (causal), 0 at 0."""
+    linear_x: np.ndarray
+    linear_s: np.ndarray
+    """Seconds of a forward of ``linear_x`` tokens without attention (weights read once for all of them)."""
     prefill_fixed_s: float
     micro_batches: Callable[[float], float]
 
@@ -156,29 +166,42 @@ class _Costs:
         return step
 
     def chunk(self, start: float, tokens: float) -> float:
-        """Marginal cost of prompt tokens ``[start, start + tokens)`` of one request."""
-        lo, hi = np.interp([start, start + tokens], self.prefill_x, self.prefill_m)
+        """Attention cost of prompt tokens ``[start, start + tokens)`` of one request (its own keys only)."""
+        lo, hi = np.interp([start, start + tokens], self.prefill_x, self.attention_s)
         return float(hi - lo)
 
+    def linear(self, rows: int, tokens: float) -> float:
+        """What ``tokens`` prompt tokens add to the linear work of a pass of ``rows`` decode rows (one weight
+        read for all): ``L(rows + tokens) - L(rows)``, ``rows`` at least 1 (a pass without decodes pays the
+        one-token forward, ``prefill_fixed_s``, as its base)."""
+        if tokens <= 0:
+            return 0.0
+        lo, hi = np.interp([max(rows, 1), max(rows, 1) + tokens], self.linear_x, self.linear_s)
+        return max(float(hi - lo), 0.0)
 
-def costs(m: ModelNums, c: Case, cal: Calibration, max_batch: int, max_context: float) -> _Costs:
-    """The cost tables of replica ``c`` for decode batches up to ``max_batch`` and contexts up to
-    ``max_context`` tokens (one vectorized evaluation each)."""
+
+def costs(m: ModelNums, c: Case, cal: Calibration, max_batch: int, max_context: float,
+          max_pass_tokens: float) -> _Costs:
+    """The cost tables of replica ``c`` for decode batches up to ``max_batch``, contexts up to ``max_context``
+    tokens and passes of up to ``max_pass_tokens`` tokens (one vectorized evaluation each)."""
     batches = np.arange(1, max_batch + 1, dtype=float)[:, None]
     contexts = np.linspace(1.0, max(max_context, 2.0), CONTEXT_POINTS)
     table = np.broadcast_to(roofline.decode_step(m, replace(c, seqs_per_replica=batches), contexts[None, :],
                                                  cal)["time_s"],
                             (max_batch, CONTEXT_POINTS))
     xs = np.unique(np.concatenate(([1.0], np.geomspace(1.0, max(max_context, 2.0), PREFILL_POINTS))))
-    full = np.broadcast_to(roofline.prefill(m, replace(c, prompt=xs), cal, batch=1.0)["time_s"], xs.shape)
-    fixed = float(full[0])
-    marginal = np.concatenate(([0.0], np.maximum(full - fixed, 0.0)))
-    x = np.concatenate(([0.0], xs))
+    attn = np.broadcast_to(roofline.prefill_attention_s(m, replace(c, prompt=xs), cal), xs.shape)
+    ns = np.unique(np.concatenate(([1.0], np.geomspace(1.0, max(max_pass_tokens + max_batch, 2.0),
+                                                         PREFILL_POINTS))))
+    lin = np.broadcast_to(roofline.prefill_linear_s(m, replace(c, prompt=ns), cal), ns.shape)
+    fixed = float(roofline.prefill(m, replace(c, prompt=1.0), cal, batch=1.0)["time_s"])
 
     def micro_batches(seqs: float) -> float:
         return float(np.max(roofline.pipeline_micro_batches(c, seqs)))
 
-    return _Costs(np.array(table, dtype=float), contexts, x, np.maximum.accumulate(marginal), fixed, micro_batches)
+    return _Costs(np.array(table, dtype=float), contexts, np.concatenate(([0.0], xs)),
+                  np.maximum.accumulate(np.concatenate(([0.0], np.array(attn, dtype=float)))), ns,
+                  np.maximum.accumulate(np.array(lin, dtype=float)), fixed, micro_batches)
 
 
 def table_batches(clients: int, s: Scheduler, prompt: float, bench: Benchmark) -> int:
@@ -380,6 +403,7 @@ class _Loop:
             raise TooLarge(f"over {MAX_PASSES:,} scheduling steps after {self.done:,} of {self.n:,} requests")
         ctx = (float(np.mean(self.kv[decoders])) + (steps - 1) / 2.0) if b else 0.0
         marg = sum(self.k.chunk(float(self.prompts[i] + self.made[i] - self.todo[i]), t) for i, t in chunks)
+        marg += self.k.linear(b, float(sum(t for _, t in chunks)))
         seqs = b + len(chunks)
         if chunks:
             marg /= self.k.micro_batches(float(seqs))

@@ -207,6 +207,28 @@ def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[s
     return _combine(lat, stage, k, steady=True)
 
 
+def prefill_attention_s(m: ModelNums, c: Case, cal: Calibration) -> Num:
+    """Seconds of the prefill attention kernels of one prompt of ``c.prompt`` tokens (causal, every layer on the
+    path: ``pp · ceil(L/pp)``), as :func:`prefill` counts them. The rest of a prefill -- the projections, the MLP,
+    the norms, the collectives -- reads the weights once for every token of a pass, whichever prompt it belongs
+    to, while attention is each prompt's own (its queries against its own keys): a serving pass that packs
+    several prompts pays the linear work once for all their tokens and the attention once per prompt
+    (:mod:`gpumatch.estimate.replay`, :mod:`gpumatch.estimate.serving`)."""
+    tokens = c.prompt
+    ctx = flops.prefill_context(c.prompt)
+    tc, tm = op(flops.attention_flops(m, tokens, ctx) / c.tp, tokens * c.act_bytes * m.qkv_width * 2.0 / c.tp,
+                1.0, c, cal, attention=True, prefill=True)
+    return layers_per_stage(m, c.pp) * c.pp * vmax(tc, tm)
+
+
+def prefill_linear_s(m: ModelNums, c: Case, cal: Calibration) -> Num:
+    """Seconds of a prefill forward of ``c.prompt`` tokens without its attention kernels: the work a pass does
+    once for all the tokens it holds (:func:`prefill_attention_s`). ``prefill_linear_s(B + T) -
+    prefill_linear_s(B)`` is what ``T`` prompt tokens add to a pass of ``B`` decode rows: nothing while the pass
+    stays bound by its weight reads, their FLOPs once it is compute-bound."""
+    return prefill(m, c, cal, batch=1.0)["time_s"] - prefill_attention_s(m, c, cal)
+
+
 def prefill(m: ModelNums, c: Case, cal: Calibration, batch: Num = None) -> dict[str, Num]:
     """A causal forward over ``batch × prompt`` tokens (``batch``: ``c.seqs_per_replica`` by default); logits of the
     last position only. Prefill kernels are dispatched one by one (no CUDA graph), as plain PyTorch and most engines

@@ -239,12 +239,32 @@ class _Costs:
         c = replace(self.c, prompt=max(tokens, 1.0))
         return float(roofline.prefill(self.m, c, self.cal, batch=max(prompts, 1e-9))["time_s"])
 
-    def marginal(self, tokens: float) -> float:
-        """What ``tokens`` prompt tokens of one request add to a pass that already runs (weights read, launches);
-        remembered per ``tokens`` (the fixed point asks for the same prompt at every iteration)."""
+    def _linear(self, tokens: float) -> float:
+        """Seconds of a forward of ``tokens`` tokens without attention (:func:`roofline.prefill_linear_s`)."""
+        c = replace(self.c, prompt=max(tokens, 1.0))
+        return float(roofline.prefill_linear_s(self.m, c, self.cal))
+
+    def attention(self, tokens: float) -> float:
+        """Prefill attention of one prompt of ``tokens`` tokens (its own keys), remembered per ``tokens``."""
         if tokens not in self.memo:
-            self.memo[tokens] = max(self.prefill(1.0, tokens) - self.prefill(1.0, 1.0), 0.0)
+            c = replace(self.c, prompt=max(tokens, 1.0))
+            self.memo[tokens] = float(roofline.prefill_attention_s(self.m, c, self.cal))
         return self.memo[tokens]
+
+    def marginal(self, rows: float, prompts: float, left: float) -> float:
+        """What ``prompts`` prompts per pass (a mean, a fraction allowed) of ``computed`` tokens each add to a pass
+        of ``rows`` decode rows with ``left`` tokens of budget: the linear work once for all the prompt tokens a
+        pass holds, ``L(rows + S) - L(rows)`` (the weights are read once whatever the pass holds), in the share
+        ``T / S`` of passes that carry them -- ``T`` the prompt tokens per pass on average, ``S`` what one such
+        pass holds: at least one whole prompt, at most the budget left -- plus each prompt's own attention
+        (``docs/estimators.md``, "Prefill inside a pass")."""
+        if prompts <= 0 or self.computed <= 0:
+            return 0.0
+        base = max(rows, 1.0)
+        t = prompts * self.computed
+        size = min(max(self.computed, t), max(left, 1.0))
+        extra = self._linear(base + size) - self._linear(base)
+        return max(extra, 0.0) * t / size + prompts * self.attention(self.computed)
 
 
 def kv_pool(m: ModelNums, c: Case, cal: Calibration, profile: EngineProfile, budget: float) -> float:
@@ -292,9 +312,9 @@ def _pass_equations(
     if k.profile.schedule == "mixed":
         # with pipeline stages the prompts ride in the micro-batches (a request's share: n_o / micro-batches)
         per_mb = n_o / float(roofline.pipeline_micro_batches(k.c, 1.0 + b_o + n_o))
-        new = k.decode(1.0 + b_o) + k.host(1.0 + b_o + n_o) + per_mb * k.marginal(k.computed)
+        new = k.decode(1.0 + b_o) + k.host(1.0 + b_o + n_o) + k.marginal(1.0 + b_o, per_mb, left)
         own_pass = k.decode(b_o) + k.host(b_o + 1.0 + n_o)
-        own = 0.5 * new * others + chunks * own_pass + (1.0 + per_mb) * k.marginal(k.computed)
+        own = 0.5 * new * others + chunks * own_pass + k.marginal(b_o, 1.0 + per_mb, left)
         return new, b, n, own, left
     # alternate: prefill passes gather the prompts waiting, up to the budget, and pause the decodes
     fit = left / max(k.computed, 1.0) if budget > 0 else math.inf
@@ -437,7 +457,8 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
         kv_tokens=math.floor(sv.kv_pool_bytes / per_token) if per_token > 0 else math.inf,
         reserve=profile.kv_admission == "reserve", host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s,
         prefix_cache=profile.prefix_cache)
-    k = replay.costs(m, c, cal, replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0)
+    k = replay.costs(m, c, cal, replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0,
+                     min(sched.token_budget, clients * max(prompt, 1.0)))
     try:
         r = replay.run(k, sched, clients, bench, prompt, float(c.gen))
     except (replay.Stalled, replay.TooLarge) as e:

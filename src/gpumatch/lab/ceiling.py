@@ -129,7 +129,7 @@ def _window_power(results: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def ceiling_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per result that has a ceiling (:func:`gpumatch.lab.results.load_run`'s ``data``): case, metric,
+    """One row per result that has a ceiling (:func:`gpumatch.usecases.stored_bench.load_run`'s ``data``): case, metric,
     config, ``achieved`` (FLOP/s or B/s), ``ceiling`` and its ``ceiling_basis``, ``ceiling_ratio``, for decode
     also ``copy_bytes_per_s`` (the run's best measured copy) and ``mbu_vs_copy``, and ``reason`` where the ratio
     is under :data:`LOW_RATIO`. Empty when the card is not in the catalog."""

@@ -33,6 +33,7 @@ from gpumatch.lab.suites import DEFAULT_SOAK_S, PRECISIONS, SUITES, TRAIN_MODEL,
 from gpumatch.lab.telemetry import CaseTelemetry
 from gpumatch.lab.workload import WorkloadPlan, load_plan, workload_cases
 from gpumatch.record import Recording
+from gpumatch.telemetry.window import MIN_WINDOW_SAMPLES
 
 Progress = Callable[[str, int, int, str, float], None]
 """``progress(phase, done, total, case_id, eta_s)``: phase ``probe``, ``case`` (starting ``case_id``) or ``done``."""
@@ -247,14 +248,12 @@ def _run_cases(rec: Recording, tele: CaseTelemetry, cases: Sequence[Case], gpu: 
     remaining = sum(c.expected_s for c in cases)
     for i, case in enumerate(cases):
         say("case", i, len(cases), case.case_id, remaining)
-        tele.mark(f"{case.case_id}:start")
-        t0 = tele.now()
+        tele.begin(case.case_id)
         got = run_in_child(case.to_dict(), case.timeout_s)
-        window = (t0, tele.now())
-        tele.mark(f"{case.case_id}:end")
+        window = tele.end(case.case_id)
         report = _record_case(rec, case, got, gpu, stored)
         rec.add_event(window[1], "case", {**report.to_dict(), "window_s": list(window),
-                                          "telemetry": tele.flush(case.case_id, window)})
+                                          "telemetry": tele.flush(case.case_id)})
         reports.append(report)
         remaining = max(0.0, remaining - case.expected_s)
     return reports
@@ -287,12 +286,13 @@ def _record_case(rec: Recording, case: Case, got: ChildOutcome, gpu: str | None,
 
 
 def _idle(rec: Recording, tele: CaseTelemetry) -> None:
-    """Sample the idle GPU before the first case and store ``idle_power_w`` (median instant power, W)."""
+    """Sample the idle GPU before the first case and store ``idle_power_w`` (W): the settled idle power of that
+    window (:func:`gpumatch.telemetry.window.settled_idle_power`)."""
     idle = tele.measure_idle()
     if idle is not None:
         rec.add_result("idle_power_w", idle["power_w"], "W", config={"case": "idle"},
-                       extra={"n": idle["n"], "window_s": idle["window_s"],
-                              "formula": "median(power_instant_w) over an idle window before the first case"})
+                       extra={"n": idle["n"], "window_s": idle["window_s"], "settle_s": idle["settle_s"],
+                              "formula": IDLE_FORMULA})
 
 
 def _derived(rec: Recording, stored: Sequence[dict[str, Any]], tele: CaseTelemetry) -> None:
@@ -326,19 +326,22 @@ def _derived(rec: Recording, stored: Sequence[dict[str, Any]], tele: CaseTelemet
 
 
 def _row_power(r: dict[str, Any], tele: CaseTelemetry) -> tuple[float | None, int, str]:
-    """Mean power behind a row's energy: its own power window when the sampler saw 3 samples or more in it,
+    """Mean power behind a row's energy: its own power window when the sampler saw
+    :data:`~gpumatch.telemetry.window.MIN_WINDOW_SAMPLES` samples or more in it,
     else the whole case's window (which includes the child's start-up: a lower bound)."""
     window = r["extra"].get("power_window_monotonic_s")
     if window:
         power, n = tele.power_in(window)
-        if n >= 3:
+        if n >= MIN_WINDOW_SAMPLES:
             return power, n, "power window"
     case = tele.by_case.get(r["config"].get("case", "")) or {}
     return case.get("power_w_mean"), int(case.get("n_samples") or 0), "case window (start-up included)"
 
 
-ENERGY_FORMULA = ("mean(power_instant_w over the row's power window) * step_s / tokens_per_step; net: "
-                  "(mean power - idle_power_w) * step_s / tokens_per_step")
+IDLE_FORMULA = ("median(power_avg_w) over the idle samples of a window before the first case, from 1 s after "
+                "the clocks settled (GpuIdle reason, else the SM clock at its floor)")
+ENERGY_FORMULA = ("mean(power_instant_w, else power_avg_w, over the row's power window) * step_s / tokens_per_step; "
+                  "net: (mean power - idle_power_w) * step_s / tokens_per_step")
 
 
 def _tokens_per_step(r: dict[str, Any]) -> int | None:

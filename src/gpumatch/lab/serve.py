@@ -2,8 +2,10 @@
 
 :func:`serve` is the library call the CLI makes; :class:`ServerThread` runs the same in a thread (tests, and a
 client that wants a local server). The engine, scheduler and HTTP API are in :mod:`gpumatch.bench.server`
-(docs/serve.md). Order of startup: check the options, build the engine (model, KV slots, CUDA graphs), measure
-the idle power (GPU only, model loaded, nothing running), start the engine thread, bind, report ``Listening``.
+(docs/serve.md). Order of startup: check the options, open the GPU telemetry and measure the idle power (before
+the model: a CUDA context would hold the clocks up, and the idle power is the settled one,
+:func:`gpumatch.telemetry.window.settled_idle_power`), build the engine (model, KV slots, CUDA graphs), start the
+engine thread, bind, report ``Listening``.
 Shutdown (Ctrl-C, SIGTERM, or the stop event): stop accepting, cancel the requests in flight, stop the engine and
 the telemetry; the exception (KeyboardInterrupt) goes on to the caller.
 """
@@ -190,17 +192,24 @@ def serve(o: ServeOptions, on_ready: Callable[[Listening], None] | None = None,
     """Serve until ``stop`` is set (or forever: Ctrl-C / SIGTERM end it, their exception passes through)."""
     warnings = check_options(o)
     src = check_weights(o)
-    engine = build(o, load_weights, src)
-    codec = _codec(src, int(engine.runner.model.s.vocab))
     from gpumatch.lab.serve_telemetry import open_server_telemetry
 
-    tele, why = open_server_telemetry(str(engine.runner.dev))
+    # before the model: no CUDA context holds the clocks up yet, so they settle (the one idle-power rule)
+    tele, why = open_server_telemetry("cuda" if o.device == "auto" else o.device)
+    engine: Any = None
     try:
         idle = tele.measure_idle(o.idle_s) if tele is not None else None
+        engine = build(o, load_weights, src)
+        if not str(engine.runner.dev).startswith("cuda"):  # "auto" without a usable CUDA GPU
+            if tele is not None:
+                tele.stop()
+            tele, why, idle = None, "the server runs on a CPU", None
+        codec = _codec(src, int(engine.runner.model.s.vocab))
         engine.start()
         asyncio.run(_run(o, engine, tele, why, idle, warnings + engine.info.warnings, on_ready, stop, codec))
     finally:
-        engine.stop()
+        if engine is not None:
+            engine.stop()
         if tele is not None:
             tele.stop()
 

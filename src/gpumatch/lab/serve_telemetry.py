@@ -1,35 +1,34 @@
 """GPU telemetry while ``gpumatch serve`` runs, for a client to attribute energy to each of its load levels.
 
-A thread reads the serving GPU's cheap fields (power, clocks, clock-event reasons, temperature; NVML through
-:mod:`gpumatch.telemetry`) every :data:`INTERVAL_S` and the cumulative energy counter every
-:data:`ENERGY_INTERVAL_S` (it costs ~4 ms a read: benchmark-method.md, section 2). The last :data:`KEEP_S` seconds
-are kept (a bounded ring). Before serving, :meth:`ServerTelemetry.measure_idle` takes the mean power over a few
-seconds with the model loaded and no request: the idle power a client subtracts for idle-subtracted energy.
+The telemetry sampler (:class:`gpumatch.telemetry.sampler.Sampler`, the one sampling thread) reads the serving
+GPU's cheap fields (power, clocks, clock-event reasons, temperature) every :data:`INTERVAL_S` and the window-edge
+counters, the cumulative energy counter among them, every :data:`ENERGY_INTERVAL_S` (it costs ~4 ms a read:
+benchmark-method.md, section 2). The last :data:`KEEP_S` seconds are kept. :meth:`ServerTelemetry.measure_idle`
+opens a telemetry window over a few seconds with no request and keeps its settled idle power
+(:func:`gpumatch.telemetry.window.settled_idle_power`; None when the clocks did not settle): the idle power a
+client subtracts for idle-subtracted energy.
 
 ``GET /gpumatch/telemetry?since=T`` returns (:meth:`ServerTelemetry.query`), with ``t_unix_s`` on every row::
 
     {"available": true, "gpu_index": 0, "gpu_name": ..., "interval_s": 0.1,
-     "idle_power_w": 112.3, "idle_window_s": 3.0,
+     "idle_power_w": 78.5, "idle_window_s": 3.0,
      "samples": [{"t_unix_s", "power_instant_w", "power_avg_w", "sm_clock_mhz", "mem_clock_mhz",
                   "clock_event_reasons", "gpu_temp_c", ...}],
      "energy": [{"t_unix_s", "energy_j"}]}
 
-Energy of a window = the difference of the ``energy`` rows at its edges (NVML's total-energy counter, mJ since
-driver load, here in J) or the power samples integrated; idle-subtracted = that minus ``idle_power_w`` x the
-window. Throttle fractions = the share of samples whose ``clock_event_reasons`` has a given bit
-(:data:`gpumatch.lab.telemetry.REASON_BITS`). Without NVML (a CPU, no driver) ``available`` is false with a reason.
+A client makes a telemetry window of those rows (:func:`gpumatch.lab.loadgen.energy.level_energy`): its energy,
+idle-subtracted energy and clock-reason shares follow :mod:`gpumatch.telemetry.window`. Without NVML (a CPU, no
+driver) ``available`` is false with a reason.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
-import threading
 import time
-from collections import deque
 from typing import Any
 
 from gpumatch.errors import GpumatchError
+from gpumatch.telemetry.sampler import Sampler
 
 INTERVAL_S = 0.1
 ENERGY_INTERVAL_S = 1.0
@@ -49,7 +48,7 @@ def serving_gpu_index(cuda_index: int = 0) -> int:
 
 
 class ServerTelemetry:
-    """Sampling of one GPU of ``backend`` (a :class:`gpumatch.telemetry.device.Backend`) in a thread."""
+    """Sampling of one GPU of ``backend`` (a :class:`gpumatch.telemetry.device.Backend`) in the sampler's thread."""
 
     def __init__(self, backend: Any, gpu_index: int = 0, interval_s: float = INTERVAL_S) -> None:
         devices = {d.index: d for d in backend.devices()}
@@ -59,62 +58,40 @@ class ServerTelemetry:
         self.gpu_index = gpu_index
         self.idle_power_w: float | None = None
         self.idle_window_s = 0.0
-        keep = int(KEEP_S / interval_s)
-        self._samples: deque[dict[str, Any]] = deque(maxlen=keep)
-        self._energy: deque[dict[str, Any]] = deque(maxlen=int(KEEP_S / ENERGY_INTERVAL_S))
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._t0 = time.monotonic()
-        self._thread = threading.Thread(target=self._loop, name="gpumatch-serve-telemetry", daemon=True)
+        self.sampler = Sampler(backend, interval_s, gpus=[gpu_index], edge_interval_s=ENERGY_INTERVAL_S,
+                               keep_s=KEEP_S)
 
     def start(self) -> ServerTelemetry:
-        self._thread.start()
+        self.sampler.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5.0)
+        self.sampler.stop()
         self.backend.close()
 
-    def _loop(self) -> None:
-        next_energy = 0.0
-        while not self._stop.is_set():
-            t = time.monotonic()
-            now = time.time()
-            row = self.device.sample(t - self._t0).to_dict()
-            row.pop("t_s", None)
-            row["t_unix_s"] = now
-            with self._lock:
-                self._samples.append(row)
-            if t >= next_energy:
-                mj = self.device.edge_counters(t - self._t0).energy_mj
-                if mj is not None:
-                    with self._lock:
-                        self._energy.append({"t_unix_s": now, "energy_j": mj / 1000.0})
-                next_energy = t + ENERGY_INTERVAL_S
-            self._stop.wait(max(self.interval_s - (time.monotonic() - t), 0.0))
-
     def measure_idle(self, seconds: float) -> float | None:
-        """Mean power (W) over the next ``seconds`` (the server idle, model loaded); None without power readings."""
+        """The settled idle power (W) of a window over the next ``seconds`` (no request running); None without
+        power readings or when the clocks did not settle (module docstring)."""
         if seconds <= 0:
             return None
-        t0 = time.time()
+        self.sampler.begin_window("idle")
         time.sleep(seconds)
-        with self._lock:
-            watts = [r["power_instant_w"] if r.get("power_instant_w") is not None else r.get("power_avg_w")
-                     for r in self._samples if r["t_unix_s"] >= t0]
-        values = [w for w in watts if w is not None]
-        self.idle_power_w = statistics.fmean(values) if values else None
+        idle = self.sampler.end_window("idle").gpu(self.gpu_index).idle
+        self.idle_power_w = None if idle is None else idle.power_w
         self.idle_window_s = seconds
         return self.idle_power_w
 
     def query(self, since: float | None) -> dict[str, Any]:
         """The JSON of ``/gpumatch/telemetry`` (module docstring): rows at or after ``since`` (UNIX seconds)."""
-        lo = since if since is not None else 0.0
-        with self._lock:
-            samples = [r for r in self._samples if r["t_unix_s"] >= lo][-MAX_ROWS:]
-            energy = [r for r in self._energy if r["t_unix_s"] >= lo]
+        origin = self.sampler.started_unix_s
+        lo = -float("inf") if since is None else since - origin
+        samples = []
+        for s in self.sampler.samples_between(lo, float("inf"))[-MAX_ROWS:]:
+            row = s.to_dict()
+            row["t_unix_s"] = origin + float(row.pop("t_s") or 0.0)
+            samples.append(row)
+        energy = [{"t_unix_s": origin + e.t_s, "energy_j": e.energy_mj / 1000.0}
+                  for e in self.sampler.edges_since(lo) if e.energy_mj is not None]
         return {"available": True, "gpu_index": self.gpu_index, "gpu_name": self.device.info().name,
                 "interval_s": self.interval_s, "idle_power_w": self.idle_power_w,
                 "idle_window_s": self.idle_window_s, "samples": samples, "energy": energy}
@@ -124,10 +101,10 @@ def open_server_telemetry(device: str) -> tuple[ServerTelemetry | None, str]:
     """Telemetry of the serving GPU (``device``: ``cuda:N`` or ``cpu``) when NVML opens; else None and the reason."""
     if not device.startswith("cuda"):
         return None, "the server runs on a CPU"
-    index = int(device.partition(":")[2] or 0)
+    index = serving_gpu_index(int(device.partition(":")[2] or 0))
     try:
-        from gpumatch.telemetry.nvml import open_nvml
+        from gpumatch.telemetry.backends import open_backend
 
-        return ServerTelemetry(open_nvml(None), serving_gpu_index(index)).start(), ""
+        return ServerTelemetry(open_backend("nvml", gpus=[index]), index).start(), ""
     except (GpumatchError, ImportError, OSError) as e:
         return None, f"NVML is not available ({e})"

@@ -62,13 +62,13 @@ def run_monitor(command: Sequence[str] | None, interval_s: float | None = None, 
     without a command)."""
     if replay is not None:
         return _replay(replay, interval_s, use_store, output)
+    from gpumatch.telemetry.backends import open_backend
     from gpumatch.telemetry.child import StopSignals
     from gpumatch.telemetry.manifest import build_manifest
     from gpumatch.telemetry.monitor import monitor_command
-    from gpumatch.telemetry.nvml import open_nvml
 
     interval = DEFAULT_INTERVAL_S if interval_s is None else interval_s
-    backend = open_nvml(list(gpus) if gpus else None)
+    backend = open_backend("nvml", list(gpus) if gpus else None)
     exporter = _exporter(backend, prometheus)
     # from here a stop signal is forwarded to the command, and waits for the save below
     with StopSignals() as stop, contextlib.closing(backend), contextlib.ExitStack() as stack:

@@ -1,6 +1,6 @@
 """The report's plots, drawn server-side by matplotlib as inline SVG (no JavaScript, nothing fetched).
 
-Each function takes the data :mod:`gpumatch.lab.report` assembled and returns one ``<svg>`` element as text, with
+Each function takes the data :mod:`gpumatch.usecases.report` assembled and returns one ``<svg>`` element as text, with
 its text kept as text (``svg.fonttype = none``: the page's font renders it, and it stays selectable). matplotlib
 is imported lazily (the ``report`` extra); the Agg backend needs no display.
 """

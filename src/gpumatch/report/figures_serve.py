@@ -1,5 +1,5 @@
 """The serving plots of ``gpumatch report --html`` (matplotlib, inline SVG), drawn from
-:func:`gpumatch.lab.report_serve.serving_section`: one line per run, so a gpumatch run and an imported vLLM or
+:func:`gpumatch.usecases.report_serving.serving_section`: one line per run, so a gpumatch run and an imported vLLM or
 GuideLLM run overlay.
 
 - :func:`load_curves`: TTFT and TPOT (p99 solid, p50 dashed) and output tokens/s over the load (concurrency for a

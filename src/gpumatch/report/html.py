@@ -1,6 +1,6 @@
 """``gpumatch report --html FILE``: one self-contained page (inline CSS and SVG; no script, no network).
 
-The page renders what :func:`gpumatch.lab.report.build_report` assembled; plots come from
+The page renders what :func:`gpumatch.usecases.report.build_report` assembled; plots come from
 :mod:`gpumatch.report.figures` (matplotlib SVG drawn here, so the file opens offline in any browser and needs no
 JavaScript). Every text is escaped. The plain 80-column text of the plan is kept at the end for copying.
 """

@@ -1,7 +1,7 @@
 """Views of ``gpumatch bench scale``: the ladder table within 80 columns, the collectives table, failures,
 formulas; CSV of the same rows; a progress line. Computes nothing new: the numbers come from
 :mod:`gpumatch.lab.scale` (a run just measured, :meth:`ScaleOutcome.to_json`) or
-:func:`gpumatch.lab.scale_stored.load_scale_run` (a stored one)."""
+:func:`gpumatch.usecases.stored_scale.load_scale_run` (a stored one)."""
 
 from __future__ import annotations
 

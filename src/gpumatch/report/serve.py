@@ -1,6 +1,6 @@
 """Views of ``gpumatch bench serve``: one row per load level within 80 columns, the client self-test's verdicts,
 the SLO search's answer and the formulas. Computes nothing new: the numbers come from
-:mod:`gpumatch.lab.loadgen` (a run just measured, as :meth:`ServeRun.to_json`, or a stored one)."""
+:mod:`gpumatch.loadgen` (a run just measured, as :meth:`ServeRun.to_json`, or a stored one)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def serve_csv(doc: dict[str, Any]) -> str:
 
 
 class ServeProgress(BarOrLines):
-    """``progress(phase, text, done, total, requests)`` of :func:`gpumatch.lab.loadgen.bench.run_serve_bench`: on
+    """``progress(phase, text, done, total, requests)`` of :func:`gpumatch.loadgen.bench.run_serve_bench`: on
     a terminal (stderr) a transient rich bar per level and phase (label, requests or seconds done of total, elapsed
     seconds), redrawn at most every ``interval_s`` so the terminal costs the load generator's event loop little;
     otherwise (a pipe, a file, or ``bars=False`` as ``--format json`` asks) one plain ``gpumatch: ...`` line per

@@ -1,5 +1,5 @@
 """The serving part of the report: the HTML section (plots and per-level tables) and its 80-column text, from
-:func:`gpumatch.lab.report_serve.serving_section`. Computes nothing new: it formats the levels' figures and the
+:func:`gpumatch.usecases.report_serving.serving_section`. Computes nothing new: it formats the levels' figures and the
 prediction errors the data already holds."""
 
 from __future__ import annotations

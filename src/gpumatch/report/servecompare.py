@@ -1,4 +1,4 @@
-"""The view of two serving runs compared level by level (:func:`gpumatch.lab.loadgen.compare.compare_serving`):
+"""The view of two serving runs compared level by level (:func:`gpumatch.usecases.compare_serving.compare_serving`):
 an 80-column text table of the metrics both runs measured, and the CSV columns. Computes nothing new."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Views of several bench runs side by side (:func:`gpumatch.lab.sidebyside.side_by_side`): an 80-column text
-table (one line per quantity and run), CSV, and the HTML section of ``gpumatch report --html``. Computes
+"""Views of several bench runs side by side (:func:`gpumatch.usecases.report_sidebyside.side_by_side`): an
+80-column text table (one line per quantity and run), CSV, and the HTML section of ``gpumatch report --html``. Computes
 nothing new."""
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def side_by_side_text(sbs: dict[str, Any]) -> str:
 
 
 def side_by_side_csv(sbs: dict[str, Any]) -> str:
-    from gpumatch.lab.sidebyside import long_rows
+    from gpumatch.usecases.report_sidebyside import long_rows
 
     return to_csv(long_rows(sbs), CSV_COLUMNS)
 

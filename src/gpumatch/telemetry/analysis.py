@@ -1,16 +1,14 @@
-"""Trace analysis: throttle duty cycles, dips, burst vs sustained, settled idle power, energy, and the
-per-GPU summary that :mod:`gpumatch.telemetry.verdict` labels.
+"""Trace analysis: throttle duty cycles, dips, burst vs sustained, and the per-GPU summary that
+:mod:`gpumatch.telemetry.verdict` labels.
 
 Method (../shared/notes/benchmark-method.md sections 2-5):
 
 - Throttle duty per reason: from the violation counters (ns limited / ns of window) when both window
   edges have them (better: they integrate in the driver); otherwise the fraction of samples whose
   clock-event bitmask has the bit set.
-- Energy: the energy-counter difference between the edges (mJ); a missing or negative difference
-  (driver reload) falls back to the trapezoid integral of the 1-s-average power.
-- Idle power: the median of the 1-s-average power over idle samples (util 0) taken once the SM clock
-  has settled near its lowest value and one more second has passed (the average lags ~1 s); right
-  after load an H200 idled at 124 W at 1980 MHz against 86 W at 900 MHz once settled.
+- Energy and settled idle power: the one rule of each in :mod:`gpumatch.telemetry.window` (the energy counter's
+  mean power x the window, else the trapezoid of the sampled power; the median 1-s-average power once the
+  clocks have settled).
 - Active span: from the first to the last sample with evidence of work: NVML utilization >= 5%, or
   instant power >= 50% of the enforced limit (utilization lags a load step by up to its 1/6-1 s
   averaging period; on an H200 the first GEMM sample read 739 W at 1% utilization). Idle draws 11-18%
@@ -30,14 +28,21 @@ Method (../shared/notes/benchmark-method.md sections 2-5):
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpumatch import stats
 from gpumatch.telemetry.trace import Trace
-from gpumatch.telemetry.types import REASON_GPU_IDLE, REASON_NAMES, DeviceInfo, EdgeCounters, Sample
+from gpumatch.telemetry.types import REASON_NAMES, DeviceInfo, EdgeCounters, Sample
+from gpumatch.telemetry.window import (
+    IdlePower,
+    edge_pair,
+    mean,
+    reason_shares,
+    settled_idle_power,
+    window_energy_j,
+)
 
 BURST_WINDOW_S = 60.0
 BUSY_UTIL_PCT = 5.0
@@ -85,16 +90,6 @@ class BurstSustained:
     burst_power_w: float | None
     sustained_power_w: float | None
     sm_clock_ratio: float | None
-
-
-@dataclass(frozen=True)
-class IdlePower:
-    """Idle power after clocks settled (W; None if they never did), how long settling took from the
-    first idle sample (s), and the median SM clock of the settled (else of all idle) samples (MHz)."""
-
-    power_w: float | None
-    settle_s: float
-    sm_clock_mhz: float | None
 
 
 @dataclass(frozen=True)
@@ -148,10 +143,6 @@ def _vals(samples: Sequence[Sample], key: str) -> list[float]:
     return [float(v) for s in samples if (v := getattr(s, key)) is not None]
 
 
-def mean(xs: Sequence[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
-
-
 def percentile(xs: Sequence[float], q: float) -> float | None:
     """The ``q``-th percentile (0..100) of telemetry samples, :func:`gpumatch.stats.percentile` (numpy's linear
     method); None without samples. A descriptive figure of a time series (p95 power, p5 clock, a median), so
@@ -161,19 +152,7 @@ def percentile(xs: Sequence[float], q: float) -> float | None:
 
 def bitmask_duty(samples: Sequence[Sample]) -> dict[str, float]:
     """Fraction of samples with each clock-event reason set (samples without a mask are skipped)."""
-    masks = [s.clock_event_reasons for s in samples if s.clock_event_reasons is not None]
-    if not masks:
-        return {}
-    return {name: sum(1 for m in masks if m & bit) / len(masks) for bit, name in REASON_NAMES.items()}
-
-
-def edge_pair(edges: Sequence[EdgeCounters], t0_s: float, t1_s: float) -> tuple[EdgeCounters, EdgeCounters] | None:
-    """The edge readings nearest to the window's start and end (None if fewer than two)."""
-    if len(edges) < 2:
-        return None
-    a = min(edges, key=lambda e: abs(e.t_s - t0_s))
-    b = min(edges, key=lambda e: abs(e.t_s - t1_s))
-    return (a, b) if b.t_s > a.t_s else None
+    return reason_shares(samples, {name: bit for bit, name in REASON_NAMES.items()})
 
 
 def violation_duty(pair: tuple[EdgeCounters, EdgeCounters] | None) -> dict[str, float]:
@@ -188,20 +167,6 @@ def violation_duty(pair: tuple[EdgeCounters, EdgeCounters] | None) -> dict[str, 
         if v1 is not None and span_ns > 0:
             out[k] = min(max((v1 - v0) / span_ns, 0.0), 1.0)
     return out
-
-
-def energy_j(samples: Sequence[Sample], pair: tuple[EdgeCounters, EdgeCounters] | None) -> tuple[float | None, str]:
-    """Energy over the window (J) and its source: 'counter' or 'integrated' (trapezoid of power)."""
-    if pair is not None and pair[0].energy_mj is not None and pair[1].energy_mj is not None:
-        d = pair[1].energy_mj - pair[0].energy_mj
-        if d >= 0:
-            return d / 1000.0, "counter"
-    pts = [(s.t_s, p) for s in samples if (p := s.power_avg_w if s.power_avg_w is not None else s.power_instant_w)
-           is not None]
-    if len(pts) < 2:
-        return None, "none"
-    e = sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(pts))
-    return e, "integrated"
 
 
 def is_busy(s: Sample, power_floor_w: float | None) -> bool:
@@ -292,37 +257,6 @@ def burst_vs_sustained(samples: Sequence[Sample], window_s: float = BURST_WINDOW
     )
 
 
-def _settled(s: Sample, floor_mhz: float, settle_mhz: float) -> bool:
-    """Clocks are down: the GpuIdle reason is set (when reasons are reported), else the SM clock sits
-    within ``settle_mhz`` of the lowest idle clock in the trace."""
-    if s.clock_event_reasons is not None:
-        return bool(s.clock_event_reasons & REASON_GPU_IDLE)
-    return s.sm_clock_mhz is not None and s.sm_clock_mhz <= floor_mhz + settle_mhz
-
-
-def settled_idle_power(samples: Sequence[Sample], settle_mhz: float = 50.0, lag_s: float = 1.0) -> IdlePower | None:
-    """Idle power once clocks have settled (None when nothing in the window is idle).
-
-    ``power_w``: median 1-s-average power over idle samples (util 0) whose clocks are down, from
-    ``lag_s`` after the first such sample (the average lags the load by ~1 s); None when the clocks
-    never settled, e.g. while a process keeps a CUDA context open (seen on an H200: 1980 MHz and
-    116 W for 40 s after a load, reasons 0x0, against 77 W before any context existed).
-    """
-    idle = [s for s in samples if s.util_gpu_pct == 0]
-    if not idle:
-        return None
-    clocks = [float(s.sm_clock_mhz) for s in idle if s.sm_clock_mhz is not None]
-    floor = min(clocks) if clocks else 0.0
-    settled = [s for s in idle if _settled(s, floor, settle_mhz)]
-    unsettled_clock = percentile(clocks, 50)
-    if not settled:
-        return IdlePower(None, 0.0, unsettled_clock)
-    t_settled = settled[0].t_s
-    watts = [float(s.power_avg_w) for s in settled if s.t_s >= t_settled + lag_s and s.power_avg_w is not None]
-    return IdlePower(percentile(watts, 50), t_settled - idle[0].t_s, percentile(
-        [float(s.sm_clock_mhz) for s in settled if s.sm_clock_mhz is not None], 50))
-
-
 def error_deltas(trace: Trace, pair: tuple[EdgeCounters, EdgeCounters] | None) -> dict[str, Any]:
     """Counter deltas over the window plus Xid events: the evidence for 'invalid-errors'."""
     out: dict[str, Any] = {"xid": [x.xid for x in trace.xid_events]}
@@ -351,7 +285,7 @@ def summarize_gpu(trace: Trace, index: int, t0_s: float | None = None, t1_s: flo
     pair = edge_pair(part.edges, lo if t0_s is None else t0_s, hi if t1_s is None else t1_s)
     viol = violation_duty(pair)
     duty = bitmask_duty(samples)
-    e, e_src = energy_j(samples, pair)
+    e, e_src = window_energy_j(samples, pair, None if t0_s is None or t1_s is None else (t0_s, t1_s))
     temps = _vals(samples, "gpu_temp_c")
     tmax = max(temps) if temps else None
     span = active_span(samples, info.power_limit_enforced_w)

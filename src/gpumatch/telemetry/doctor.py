@@ -38,9 +38,9 @@ class DoctorReport:
 
 
 def _open_default() -> Backend:
-    from gpumatch.telemetry.nvml import open_nvml
+    from gpumatch.telemetry.backends import open_backend
 
-    return open_nvml()
+    return open_backend("nvml")
 
 
 def run_doctor(

@@ -58,6 +58,14 @@ REASON_NAMES: dict[int, str] = {
     REASON_DISPLAY_CLOCKS: "display_clocks",
 }
 
+#: Clock-event reason groups counted as shares of a window's samples (:func:`gpumatch.telemetry.window.reason_shares`),
+#: share name -> bits: the SW power cap (expected for dense GEMMs on an H200), HW slowdown or power brake, thermal.
+REASON_GROUPS: dict[str, int] = {
+    "power_cap_frac": REASON_SW_POWER_CAP,
+    "hw_slowdown_frac": REASON_HW_SLOWDOWN | REASON_HW_POWER_BRAKE,
+    "thermal_frac": REASON_SW_THERMAL | REASON_HW_THERMAL,
+}
+
 #: NVML perf policies read with nvmlDeviceGetViolationStatus (NVML_PERF_POLICY_*), name -> id.
 VIOLATION_POLICIES: dict[str, int] = {
     "power": 0,

@@ -2,8 +2,8 @@
 import sys
 from pathlib import Path
 
-from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
-from gpumatch.lab.loadgen.loopback import Loopback, LoopbackConfig
+from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
+from gpumatch.loadgen.loopback import Loopback, LoopbackConfig
 from gpumatch.store.imports import import_file
 
 out = Path(sys.argv[1])

@@ -33,7 +33,7 @@ def test_help_has_examples() -> None:
 
 
 def test_command_modules_import_no_torch() -> None:
-    code = ("import sys, gpumatch.cli.app, gpumatch.cli.serve, gpumatch.lab.serve, gpumatch.report.serve;"
+    code = ("import sys, gpumatch.cli.app, gpumatch.cli.serve, gpumatch.usecases.serve, gpumatch.report.serve;"
             "gpumatch.cli.app._register(); print(sorted(m for m in ('torch', 'aiohttp') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": SRC})

@@ -153,15 +153,15 @@ def test_ctrl_c_keeps_finished_cases(tmp_path: Path) -> None:
 
 
 def test_telemetry_is_joined_to_each_case(tmp_path: Path) -> None:
-    """With a telemetry backend (a fake one replaying a GEMM trace), samples go to the store, the idle power
-    before the first case is a result, each case's event carries its window's summary and verdict, and each
-    decode row has its energy per token gross and idle-subtracted."""
+    """With a telemetry backend (a fake one replaying an idle GPU for 3 s, then a GEMM), samples go to the store,
+    the settled idle power of the idle window before the first case is a result, each case's event carries its
+    window's summary and verdict, and each decode row has its energy per token gross and idle-subtracted."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "telemetry"))
     from synth_traces import H200_INFO, SYSTEM, build, make_samples
 
     from gpumatch.telemetry.fake import FakeBackend
 
-    trace = build(make_samples("gemm", seconds=600.0))
+    trace = build(make_samples("idle", seconds=2.9) + make_samples("gemm", seconds=600.0, t0=3.0))
     assert trace.devices[0] == H200_INFO and trace.system == SYSTEM
     store = tmp_path / "tele.sqlite"
     run_bench(BenchRequest(tiny=True, store=store, only=("launch", "decode-b1")),
@@ -178,7 +178,8 @@ def test_telemetry_is_joined_to_each_case(tmp_path: Path) -> None:
     assert tele["power_cap_frac"] == 1.0 and tele["thermal_frac"] == 0.0  # the GEMM trace: SwPowerCap throughout
     assert len(energy) == 1 and energy[0].unit == "J/token" and energy[0].extra["basis"] == "gross"
     assert tele["verdict"] == "valid-power-capped" and tele["verdict_reasons"]
-    assert len(idle) == 1 and idle[0].unit == "W" and idle[0].extra["n"] >= 10  # 3 s at 10 Hz
+    assert len(idle) == 1 and idle[0].unit == "W" and idle[0].extra["n"] >= 10  # 2 s at 10 Hz once settled
+    assert idle[0].value == pytest.approx(86.0)  # the idle profile's 1-s average power
     p_idle, p_row = idle[0].value, energy[0].extra["power_w_mean"]
     step = next(r for r in st_results(store) if r.metric == "decode_step_s").value
     assert len(net) == 1 and net[0].extra["basis"] == "idle-subtracted"

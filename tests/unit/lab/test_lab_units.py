@@ -54,8 +54,8 @@ def test_a_device_run_without_predictions_gets_them_when_read(tmp_path) -> None:
     """A store written on a GPU machine without pydantic (no catalog: no predictions stored) shows them on read."""
     from gpumatch.bench import shapes
     from gpumatch.cli.app import main
-    from gpumatch.lab.results import load_run
     from gpumatch.record import Recording
+    from gpumatch.usecases.stored_bench import load_run
 
     manifest = {"device.kind": "cuda", "gpu.name": "NVIDIA H200", "model.architecture": shapes.LLAMA_3_8B,
                 "model.train_architecture": shapes.LLAMA_3_2_1B}

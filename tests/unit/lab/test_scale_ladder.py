@@ -13,8 +13,8 @@ import pytest
 from gpumatch.bench.dist import launch as launch_mod
 from gpumatch.errors import DistLaunchError
 from gpumatch.lab import scale
-from gpumatch.lab.scale_stored import load_scale_run
 from gpumatch.store import open_existing_store
+from gpumatch.usecases.stored_scale import load_scale_run
 
 STEP_S = {1: 0.10, 2: 0.11, 4: 0.125, 8: 0.16}
 

@@ -15,10 +15,10 @@ pytest.importorskip("aiohttp")
 from tests.browser.serve_runs import SLO_TPOT_S, SLO_TTFT_S, build_serve_store
 
 from gpumatch.cli.app import main
-from gpumatch.lab.report import ReportQuery, build_report
-from gpumatch.lab.report_serve import DEFAULT_SLO, level_value, load_of
 from gpumatch.report.bench import config_text, value_text
 from gpumatch.store import open_existing_store
+from gpumatch.usecases.report import ReportQuery, build_report
+from gpumatch.usecases.report_serving import DEFAULT_SLO, level_value, load_of
 
 
 @pytest.fixture(scope="module")

@@ -107,7 +107,7 @@ def _synthetic(tmp_path: Path, name: str, gpu: str | None, slow: float, seed: in
 
 def test_synthetic_second_card_intervals_and_significance(store: Path, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from gpumatch.lab.sidebyside import side_by_side
+    from gpumatch.usecases.report_sidebyside import side_by_side
 
     _import(_synthetic(tmp_path, "h200.json", None, 1.0, 1),
             _synthetic(tmp_path, "synthetic-h100.json", "NVIDIA H100 80GB HBM3", 1.10, 2))

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpumatch.lab.imports import import_file
+from gpumatch.usecases.import_bench import import_file
 
 
 def stall(module: str, marker: str, after: int, argv: list[str]) -> int:

@@ -96,7 +96,7 @@ def test_four_concurrent_bench_runs(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def loopback() -> Iterator[str]:
-    from gpumatch.lab.loadgen.loopback import Loopback, LoopbackConfig
+    from gpumatch.loadgen.loopback import Loopback, LoopbackConfig
 
     with Loopback(LoopbackConfig(itl_s=0.01)) as url:
         yield url

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from gpumatch.cli.app import main
-from gpumatch.lab.loadgen.bench import stored_figures
-from gpumatch.lab.loadgen.stored import is_serving_run, load_serve_run, serving_run
+from gpumatch.loadgen.bench import stored_figures
 from gpumatch.metric_names import SERVE_KIND, canonical_metric, si_name, source_tool
 from gpumatch.store import open_store
 from gpumatch.store.imports import import_file
+from gpumatch.usecases.stored_serving import is_serving_run, load_serve_run, serving_run
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 OLD_STORE = DATA / "stores" / "serve-names-v1.sqlite"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpumatch.cli.app import main
-from gpumatch.lab.loadgen.runner import Level
+from gpumatch.loadgen.runner import Level
 from gpumatch.store import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "imports"

@@ -12,14 +12,14 @@ from gpumatch.telemetry.analysis import (
     active_span,
     bitmask_duty,
     burst_vs_sustained,
-    energy_j,
     find_dips,
     percentile,
-    settled_idle_power,
     summarize_gpu,
     violation_duty,
 )
 from gpumatch.telemetry.types import Sample
+from gpumatch.telemetry.window import settled_idle_power
+from gpumatch.telemetry.window import window_energy_j as energy_j
 
 
 @given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50), st.floats(0, 100))

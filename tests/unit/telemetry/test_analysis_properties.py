@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synth_traces import build, edges, make_samples
 
-from gpumatch.telemetry.analysis import energy_j, violation_duty
+from gpumatch.telemetry.analysis import violation_duty
 from gpumatch.telemetry.types import Sample
 from gpumatch.telemetry.verdict import VERDICTS, WORKLOADS, analyze
+from gpumatch.telemetry.window import window_energy_j as energy_j
 
 opt_pct = st.none() | st.floats(0, 100)
 sample_st = st.builds(

@@ -1,5 +1,9 @@
 """Start a distributed benchmark under torchrun and collect each rank's JSON (no torch in this process).
 
+This module is the launcher-independent part (the environment with NVLink multicast off, the device and backend,
+the rank files, stopping the process tree); the command line that starts the ranks is
+:mod:`gpumatch.bench.dist.torchrun`'s (another launcher, e.g. Slurm's ``srun``, is a module beside it).
+
 ``launch`` runs ``python -m torch.distributed.run`` (torchrun,
 https://pytorch.org/docs/stable/elastic/run.html) with :mod:`gpumatch.bench.dist.worker` as the module: one
 node (``--standalone``, a local rendezvous on a free port) or several through the c10d rendezvous at
@@ -108,20 +112,6 @@ def resolve_device(device: str, nprocs: int) -> tuple[str, str]:
     return "cuda", "nccl"
 
 
-def torchrun_command(nprocs: int, nnodes: int, rdzv_endpoint: str | None, args: list[str],
-                     module: str = WORKER_MODULE, rdzv_id: str = "gpumatch") -> list[str]:
-    """The torchrun command line: ``--standalone`` on one node without an endpoint, else the c10d rendezvous."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nprocs),
-           "--nnodes", str(nnodes), "--max-restarts", "0"]
-    if rdzv_endpoint is None:
-        if nnodes != 1:
-            raise InputError(f"{nnodes} nodes need a rendezvous endpoint", "give rdzv_endpoint host:port")
-        cmd.append("--standalone")
-    else:
-        cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint, "--rdzv-id", rdzv_id]
-    return [*cmd, "--module", module, *args]
-
-
 def launch(spec: DistSpec, nprocs: int, *, out_dir: Path, device: str = "auto", timeout_s: float = 600.0,
            nnodes: int = 1, rdzv_endpoint: str | None = None, module: str = WORKER_MODULE) -> LaunchResult:
     """Run ``spec`` on ``nprocs`` ranks per node (``nnodes`` nodes) and return every rank's JSON.
@@ -140,6 +130,8 @@ def launch(spec: DistSpec, nprocs: int, *, out_dir: Path, device: str = "auto", 
         stale.unlink()
     spec_path = out_dir / SPEC_FILE
     spec_path.write_text(json.dumps(spec.to_json(), indent=1))
+    from gpumatch.bench.dist.torchrun import torchrun_command
+
     cmd = torchrun_command(nprocs, nnodes, rdzv_endpoint, [str(spec_path), str(out_dir), dev, backend], module)
     log_path = out_dir / LOG_FILE
     t0 = time.monotonic()

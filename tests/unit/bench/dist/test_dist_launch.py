@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumatch.bench.dist.launch import NVLS_OFF, child_env, launch, resolve_device, torchrun_command
+from gpumatch.bench.dist.launch import NVLS_OFF, child_env, launch, resolve_device
+from gpumatch.bench.dist.torchrun import torchrun_command
 from gpumatch.bench.dist.spec import DistSpec
 from gpumatch.errors import DistLaunchError, GpumatchError, InputError
 
