@@ -44,12 +44,12 @@ def planned_cases(plan: dict[str, Any]) -> list[MeasuredCase]:
         for ctx in plan["contexts"]:
             for b in plan["batches"]:
                 out.append(MeasuredCase(case_id=f"decode {shape['name']} b{b} ctx{ctx}", kind="decode", shape=shape,
-                                        options={"task": "infer", "batch": b, "prompt": ctx - 1, "gen": 1},
+                                        options={"task": "infer", "concurrency": b, "prompt": ctx - 1, "gen": 1},
                                         metric="tpot_s", measured=math.nan, source="planned", fit=False))
     for shape in plan.get("prefill_models", []):
         for b, s in plan["prefill"]:
             out.append(MeasuredCase(case_id=f"prefill {shape['name']} b{b} s{s}", kind="prefill", shape=shape,
-                                    options={"task": "infer", "batch": b, "prompt": s, "gen": 1},
+                                    options={"task": "infer", "concurrency": b, "prompt": s, "gen": 1},
                                     metric="prefill_s", measured=math.nan, source="planned", fit=False))
     rows = [{"model": shape["name"], "batch": b, "seq": s, "recompute": rc, "master": master, "shape": shape}
             for shape, b, s, rc, master in plan.get("train", [])]

@@ -16,7 +16,7 @@ import pytest
 
 from gpumatch.calibrate.published import TPOT_BASES, _measured_fields
 from gpumatch.catalog import get_gpu
-from gpumatch.estimate import estimate
+from gpumatch.estimate import Request, estimate
 from gpumatch.models import get_model
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published"
@@ -98,7 +98,8 @@ def test_row_resolves_in_the_catalog_and_fits(row: dict[str, Any]) -> None:
     if row["loop"] == "open-burst":
         assert row["concurrency"] == row["num_prompts"]
     assert 0 < row["length_low"] <= 1 and row["prompt"] > 0 and row["gen"] > 0 and row["num_prompts"] >= 0
-    est = estimate(row["model"], row["gpu"], count=row["tp"], tp=row["tp"], task="serve", batch=1,
-                   prompt=row["prompt"], gen=row["gen"], precision=row["precision"],
-                   kv_precision=row["kv_precision"], with_scaling=False, engine="static")
+    est = estimate(row["model"], row["gpu"], Request(tp=row["tp"], task="serve", concurrency=1, prompt=row["prompt"],
+                                                     gen=row["gen"], precision=row["precision"],
+                                                     kv_precision=row["kv_precision"], engine="static"),
+                   with_scaling=False)
     assert est.fits, f"{row['id']}: does not fit in gpumatch's memory model"

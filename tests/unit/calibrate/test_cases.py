@@ -21,7 +21,7 @@ def _row(**kw: object) -> dict[str, object]:
 def test_a_full_training_row_keeps_its_name_and_options() -> None:
     name, opts = train_setup(_row())
     assert name == "llama-3-8b b4 s2048 rc=full master=none"
-    assert opts == {"task": "train", "batch": 4, "seq": 2048, "recompute": "full", "master_weights": "none"}
+    assert opts == {"task": "train", "micro_batch": 4, "seq": 2048, "recompute": "full", "master_weights": "none"}
     assert train_setup(_row(variant="full")) == (name, opts)
 
 
