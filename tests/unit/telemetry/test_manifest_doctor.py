@@ -9,9 +9,9 @@ from dataclasses import replace
 
 from synth_traces import H200_INFO, build, make_samples
 
+from gpumatch.store import manifest_sha256
 from gpumatch.telemetry.doctor import run_doctor
 from gpumatch.telemetry.fake import FakeBackend
-from gpumatch.store import manifest_sha256
 from gpumatch.telemetry.manifest import machine_manifest, manifest_hash, trace_manifest
 from gpumatch.telemetry.probe import probe_torch
 
