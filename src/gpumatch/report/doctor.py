@@ -24,8 +24,8 @@ def check_rows(report: DoctorReport) -> list[dict[str, Any]]:
 
 
 def manifest_rows(m: dict[str, Any], note: str) -> list[dict[str, Any]]:
-    """The manifest flattened to one row per leaf (``manifest.driver.driver_version``), so that a CSV keeps
-    what the table and JSON show; lists of objects are indexed (``manifest.gpus.0.name``)."""
+    """The manifest flattened to one row per leaf (``manifest.gpu.driver``), so that a CSV keeps
+    what the table and JSON show; lists of objects are indexed (``manifest.gpu.devices.0.name``)."""
     out: list[dict[str, Any]] = []
     if note:
         out.append({"check": "manifest.note", "gpu": "", "verdict": "info", "detail": note, "hint": ""})
