@@ -137,3 +137,15 @@ def test_a_manifest_is_frozen() -> None:
     with pytest.raises(TypeError):
         m.fields["gpu.name"] = "other"  # type: ignore[index]
     assert m.merged({"gpu.name": "x"}).get("gpu.name") == "x" and m.get("gpu.name") == "NVIDIA H200"
+
+
+def test_the_builder_needs_neither_numpy_nor_pydantic() -> None:
+    """The bench's child builds it on a GPU machine that may have torch and nothing else."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfor m in ('numpy', 'pydantic', 'scipy', 'pynvml'): sys.modules[m] = None\n"
+            "from gpumatch.telemetry.manifest import machine_manifest\n"
+            "m = machine_manifest()\nprint(m.get('schema'), m.get('host.cpu') is not None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["gpumatch.manifest/2", "True"]
