@@ -32,17 +32,18 @@ SHAPES = {
 
 def _tokenizer(text: str, vocab: int, kind: str) -> object:
     """A tokenizer trained on ``text``: ``wordlevel`` (whitespace words, unknown words become ``[UNK]``) or
-    ``bpe`` (GPT-2 style byte-level BPE: every text encodes, and decoding gives the text back, spaces included,
-    which load generators that build prompts of N tokens need)."""
+    ``bpe`` (GPT-2 style byte-level BPE trained on the ASCII of ``text``: decoding gives ASCII text back, spaces
+    included, which load generators that build prompts of N tokens need, and every token a random model picks
+    is whole text: no lone UTF-8 byte that a server's incremental detokenizer would hold back; characters
+    outside ASCII are dropped when encoding)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     if kind == "bpe":
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        tok.train_from_iterator([text], trainers.BpeTrainer(
-            vocab_size=vocab, special_tokens=["<|endoftext|>"],
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok.train_from_iterator([text.encode("ascii", "ignore").decode("ascii")], trainers.BpeTrainer(
+            vocab_size=vocab, special_tokens=["<|endoftext|>"]))
         return tok
     tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()

@@ -13,12 +13,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 
-from tests.unit.lab.test_bench_weights import make_folder  # noqa: E402
+from tests.unit.lab.test_bench_weights import make_folder
 
-from gpumatch.cli.app import main  # noqa: E402
-from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench  # noqa: E402
-from gpumatch.lab.serve import ServeOptions, ServerThread  # noqa: E402
-from gpumatch.store import open_store  # noqa: E402
+from gpumatch.cli.app import main
+from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
+from gpumatch.lab.serve import ServeOptions, ServerThread
+from gpumatch.store import open_store
 
 CLIENTS = Path(__file__).resolve().parents[2] / "data" / "clients"
 GUIDELLM = CLIENTS / "guidellm-0.8.1-gpumatch-serve.json"

@@ -61,11 +61,12 @@ class TextStream(Protocol):
 
 
 class IncrementalText:
-    """vLLM's incremental detokenization (``vllm/transformers_utils/detokenizer_utils.py``,
-    ``detokenize_incrementally``): the text of new token ``t`` is ``decode(ids[prefix:] + [t])`` less
-    ``decode(ids[prefix:read])``, with ``prefix``/``read`` moved up after each emitted piece; a piece that ends in
-    U+FFFD (an incomplete UTF-8 sequence) is held until a later token completes it. It starts from the prompt's
-    last :data:`CONTEXT_TOKENS` ids, so the first token's leading space is the one it has after the prompt.
+    """vLLM's incremental detokenization (``detokenize_incrementally`` in ``vllm/tokenizers/detokenizer_utils.py``,
+    formerly ``vllm/transformers_utils/``; the slow path of V1's ``IncrementalDetokenizer``): the text of new
+    token ``t`` is ``decode(ids[prefix:] + [t])`` less ``decode(ids[prefix:read])``, with ``prefix``/``read``
+    moved up after each emitted piece; a piece that ends in U+FFFD (an incomplete UTF-8 sequence) is held until a
+    later token completes it. It starts from the prompt's last :data:`CONTEXT_TOKENS` ids, so the first token's
+    leading space is the one it has after the prompt.
     ``decode``: ids to text (the whole tokenizer's rule, spaces between tokens included)."""
 
     def __init__(self, decode: Callable[[list[int]], str], prompt: Sequence[int]) -> None:
