@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import string
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,8 @@ def _tokenizer(text: str, vocab: int, kind: str) -> object:
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        tok.train_from_iterator([text.encode("ascii", "ignore").decode("ascii")], trainers.BpeTrainer(
-            vocab_size=vocab, special_tokens=["<|endoftext|>"]))
+        ascii_text = text.encode("ascii", "ignore").decode("ascii") + " " + string.printable  # every ASCII char
+        tok.train_from_iterator([ascii_text], trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"]))
         return tok
     tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()

@@ -5,6 +5,7 @@ Llama 2 / Mistral) and a byte-level one whose character spans two tokens."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,27 @@ def test_the_stream_starts_from_the_prompts_last_tokens_only() -> None:
     stream = IncrementalText(decode, list(range(100)))
     assert stream.add(7) == "<7>" and stream.add(8) == "<8>"
     assert max(len(ids) for ids in seen) <= 7  # 5 prompt ids of context, then the window moves on
+
+
+def test_the_client_check_folder_gives_whole_text_for_every_id(tmp_path: Path) -> None:
+    """``benchmarks/gpu/make_hf_folder.py --shape tiny --tokenizer bpe`` (the folder of the GuideLLM / AIPerf check,
+    tests/data/clients/README.md): ASCII text round-trips, every id of the model's vocabulary decodes to text
+    without U+FFFD (a random model's tokens are never held back), and transformers' AutoTokenizer reads it as a
+    fast tokenizer."""
+    import importlib.util
+
+    pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    script = Path(__file__).resolve().parents[4] / "benchmarks" / "gpu" / "make_hf_folder.py"
+    spec = importlib.util.spec_from_file_location("make_hf_folder", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = "the server streams one token per chunk, and the client counts them; ümlauts are dropped. " * 40
+    folder = mod.make_folder(tmp_path / "tiny-bpe", text, mod.SHAPES["tiny"], "bpe")
+    codec = TokenizerCodec(folder / "tokenizer.json", 512)
+    sentence = "the client streams the server's tokens"
+    assert codec.decode(codec.encode(sentence)) == sentence
+    vocab = codec._tok.get_vocab_size()
+    assert all("\ufffd" not in codec.decode_one(i) for i in range(vocab))
+    assert json.loads((folder / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
