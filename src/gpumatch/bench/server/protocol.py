@@ -55,6 +55,7 @@ class Job:
     echo: bool = False
     prompt_text: str | None = None
     continuous_usage: bool = False
+    skip_special_tokens: bool = True
 
 
 def _int(body: dict[str, Any], name: str, default: int | None) -> int | None:
@@ -82,6 +83,11 @@ def _bool(body: dict[str, Any], name: str) -> bool:
     if not isinstance(v, bool):
         raise BadRequest(f"{name} must be true or false, not {v!r}", name)
     return v
+
+
+def _skip_special(body: dict[str, Any]) -> bool:
+    """vLLM's ``skip_special_tokens`` (default true: special tokens such as EOS add no output text)."""
+    return _bool(body, "skip_special_tokens") if body.get("skip_special_tokens") is not None else True
 
 
 def _check_sampling(body: dict[str, Any]) -> None:
@@ -244,4 +250,5 @@ def parse(body: Any, chat: bool, vocab: int, max_model_len: int, model: str,
     usage, continuous = _stream_options(body, stream)
     return Job(ids, max_tokens, stream, usage, _bool(body, "ignore_eos"), chat,
                stop=stop, stop_token_ids=stop_ids, min_tokens=min_tokens, logprobs=_logprobs(body, chat),
-               echo=False if chat else _bool(body, "echo"), prompt_text=text, continuous_usage=continuous)
+               echo=False if chat else _bool(body, "echo"), prompt_text=text, continuous_usage=continuous,
+               skip_special_tokens=_skip_special(body))

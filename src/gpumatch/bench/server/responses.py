@@ -43,7 +43,7 @@ class Output:
         self.stops = StopText(job.stop)
         self.echoed = not job.echo
         self.last: Event | None = None
-        self.text = codec.stream(job.prompt)
+        self.text = codec.stream(job.prompt, job.skip_special_tokens)
 
     @property
     def stopped_by_string(self) -> bool:

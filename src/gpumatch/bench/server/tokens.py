@@ -108,7 +108,7 @@ class Codec(Protocol):
 
     def pieces(self, text: str) -> list[str]: ...
 
-    def stream(self, prompt: Sequence[int]) -> TextStream: ...
+    def stream(self, prompt: Sequence[int], skip_special_tokens: bool = True) -> TextStream: ...
 
 
 class WordCodec:
@@ -133,7 +133,7 @@ class WordCodec:
         """Each word with the whitespace before it (they join back to ``text`` less its trailing space)."""
         return _WORD.findall(text)
 
-    def stream(self, prompt: Sequence[int]) -> TextStream:
+    def stream(self, prompt: Sequence[int], skip_special_tokens: bool = True) -> TextStream:
         return _OneByOne(decode_one)
 
 
@@ -166,6 +166,9 @@ class TokenizerCodec:
     def pieces(self, text: str) -> list[str]:
         return [self.decode_one(i) for i in self.encode(text)]
 
-    def stream(self, prompt: Sequence[int]) -> TextStream:
-        """The generated text after ``prompt``, incrementally (:class:`IncrementalText`)."""
-        return IncrementalText(self.decode, prompt)
+    def stream(self, prompt: Sequence[int], skip_special_tokens: bool = True) -> TextStream:
+        """The generated text after ``prompt``, incrementally (:class:`IncrementalText`); special tokens (EOS,
+        BOS, ...) add no text unless ``skip_special_tokens`` is false (vLLM's request field and default)."""
+        def decode(ids: list[int]) -> str:
+            return str(self._tok.decode(ids, skip_special_tokens=skip_special_tokens))
+        return IncrementalText(decode, prompt)

@@ -101,3 +101,24 @@ def test_the_client_check_folder_gives_whole_text_for_every_id(tmp_path: Path) -
     vocab = codec._tok.get_vocab_size()
     assert all("\ufffd" not in codec.decode_one(i) for i in range(vocab))
     assert json.loads((folder / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
+
+
+def test_special_tokens_add_no_text_unless_asked(tmp_path: Path) -> None:
+    """vLLM's ``skip_special_tokens`` (default true): a special token the model picks adds no output text."""
+    from gpumatch.bench.server.protocol import BadRequest, parse
+
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.train_from_iterator([WORDS], tokenizers.trainers.WordLevelTrainer(special_tokens=["[UNK]", "</s>"]))
+    codec = _save(tok, tmp_path)
+    eos, fox = codec.encode("</s>")[0], codec.encode("fox")[0]
+    prompt = codec.encode("the quick brown")
+    skipped = codec.stream(prompt)
+    assert [skipped.add(t) for t in (fox, eos)] == [" fox", ""]
+    kept = codec.stream(prompt, skip_special_tokens=False)
+    assert [kept.add(t) for t in (fox, eos)] == [" fox", " </s>"]
+    body = {"prompt": "a b", "max_tokens": 2}
+    assert parse(body, False, 64, 32, "m").skip_special_tokens is True
+    assert parse({**body, "skip_special_tokens": False}, False, 64, 32, "m").skip_special_tokens is False
+    with pytest.raises(BadRequest, match="skip_special_tokens"):
+        parse({**body, "skip_special_tokens": "no"}, False, 64, 32, "m")
