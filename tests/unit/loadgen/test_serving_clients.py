@@ -16,7 +16,7 @@ pytest.importorskip("tokenizers")
 from tests.unit.lab.test_bench_weights import make_folder
 
 from gpumatch.cli.app import main
-from gpumatch.lab.loadgen.bench import ServeRequest, run_serve_bench
+from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
 from gpumatch.lab.serve import ServeOptions, ServerThread
 from gpumatch.store import open_store
 
