@@ -16,8 +16,8 @@ pytest.importorskip("tokenizers")
 from tests.unit.lab.test_bench_weights import make_folder
 
 from gpumatch.cli.app import main
-from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
 from gpumatch.lab.serve import ServeOptions, ServerThread
+from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
 from gpumatch.store import open_store
 
 CLIENTS = Path(__file__).resolve().parents[2] / "data" / "clients"
