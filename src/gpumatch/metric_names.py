@@ -130,8 +130,8 @@ SERVING_LABELS: dict[str, str] = {
     "goodput_requests_per_s": "goodput req/s", "ttft_mean_s": "TTFT mean", "ttft_p50_s": "TTFT p50",
     "ttft_p90_s": "TTFT p90", "ttft_p99_s": "TTFT p99", "tpot_mean_s": "TPOT mean", "tpot_p50_s": "TPOT p50",
     "tpot_p90_s": "TPOT p90", "tpot_p99_s": "TPOT p99", "itl_mean_s": "ITL mean", "itl_p50_s": "ITL p50",
-    "itl_p99_s": "ITL p99", "e2e_mean_s": "E2E mean", "e2e_p50_s": "E2E p50", "e2e_p90_s": "E2E p90",
-    "e2e_p99_s": "E2E p99", "completed_requests": "completed", "failed_requests": "failed",
+    "itl_p90_s": "ITL p90", "itl_p99_s": "ITL p99", "e2e_mean_s": "E2E mean", "e2e_p50_s": "E2E p50",
+    "e2e_p90_s": "E2E p90", "e2e_p99_s": "E2E p99", "completed_requests": "completed", "failed_requests": "failed",
     "error_fraction": "error share", "duration_s": "duration", "output_energy_j_per_token": "J/out tok",
     "output_energy_net_j_per_token": "J/out tok net", "power_w_mean": "mean power",
 }

@@ -1,19 +1,20 @@
 """The environment a measurement ran in: card, driver, CUDA, torch, clocks, power limit.
 
-Reads ``nvidia-smi --query-gpu`` through a subprocess (no pynvml here: only telemetry.nvml imports it)
-and torch's own version strings. Never changes any setting of the card.
+Reads ``nvidia-smi --query-gpu`` through :mod:`gpumatch.telemetry.smi` (no pynvml here: only telemetry.nvml
+imports it) and torch's own version strings. Never changes any setting of the card.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import platform
-import shutil
-import subprocess
 import sys
 from typing import Any
 
 import torch
+
+from gpumatch.telemetry.manifest import cpu_model
+from gpumatch.telemetry.smi import query
 
 _SMI_FIELDS = (
     "name", "uuid", "driver_version", "memory.total", "power.limit", "power.default_limit",
@@ -23,34 +24,9 @@ _SMI_FIELDS = (
 
 
 def nvidia_smi(fields: tuple[str, ...] = _SMI_FIELDS) -> list[dict[str, str]]:
-    """One dict per GPU from ``nvidia-smi --query-gpu``; empty when nvidia-smi is absent or fails."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return []
-    try:
-        out = subprocess.run(
-            [exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return []
-    rows = []
-    for line in out.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        rows.append(dict(zip(fields, parts, strict=False)))
-    return rows
-
-
-def _cpu_model() -> str:
-    """The host CPU's model name (/proc/cpuinfo), which sets eager-dispatch speed; '' where unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+    """One dict per GPU from ``nvidia-smi --query-gpu`` (:func:`gpumatch.telemetry.smi.query`); empty when
+    nvidia-smi is absent or fails."""
+    return query(fields)
 
 
 def _cudnn_version() -> int | None:
@@ -64,7 +40,7 @@ def environment() -> dict[str, Any]:
         "utc": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "cudnn": _cudnn_version(),

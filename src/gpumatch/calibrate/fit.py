@@ -5,8 +5,10 @@ the fields of :data:`BOUNDS` on the fit set, and returns a :class:`Fit`: the fit
 ``calibrated``, ``fitted_on`` the card, a provenance naming the files, the card, the fit set and the date)
 with its errors on the fit and held-out sets before and after. The value leaves this package as a value:
 ``Calibration.to_dict()`` written as JSON is what ``gpumatch estimate --calibration FILE.json`` reads, and the
-shipped defaults (``DEFAULT_CALIBRATION`` in :mod:`gpumatch.estimate.calibration`) were copied from such a
-fit, rounded, with their provenance. ``benchmarks/fit_calibration.py`` runs it on ``tests/data/measurements``.
+shipped defaults of the fields ``gpumatch calibrate`` does not fit (``DEFAULT_CALIBRATION`` in
+:mod:`gpumatch.estimate.calibration`) were copied from such a fit, rounded, with their provenance; the fields it
+fits come from the shipped refit through the store (:mod:`gpumatch.usecases.shipped`).
+``benchmarks/fit_calibration.py`` runs it on ``tests/data/measurements``.
 
 Objective: mean squared log error (predicted/measured) over the fit cases, plus the square of the largest log
 error so no fit case is sacrificed. Each field is searched in turn over a multiplicative grid around its current

@@ -298,10 +298,12 @@ def _bench_part(store: Path | None, run_ids: Sequence[int], gpu: str | None,
 
 
 def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | None = None,
-                   today: dt.date | None = None) -> StoredFit:
+                   today: dt.date | None = None, start: Calibration | None = None) -> StoredFit:
     """Fit a calibration from stored bench runs (module docstring) and, where the store holds them, the collective
     class from ``bench scale`` collectives and imported nccl-tests runs of the same card
-    (:mod:`gpumatch.calibrate.collectives`). ``today`` goes into the provenance."""
+    (:mod:`gpumatch.calibrate.collectives`). ``today`` goes into the provenance. ``start``: the value the search
+    starts from and its prior pulls towards (default the shipped defaults; the refit of the shipped defaults
+    themselves starts from the values they replace, :mod:`gpumatch.usecases.shipped`)."""
     from gpumatch.calibrate.collectives import fit_collectives, load_collective_points
 
     coll = load_collective_points(store, run_ids, gpu)
@@ -309,12 +311,12 @@ def calibrate_runs(store: Path | None, run_ids: Sequence[int] = (), gpu: str | N
     if coll is not None and coll.card != card:
         coll = load_collective_points(store, run_ids, card)
     cases = cases_of_runs(runs)
-    cases += split_by_shape([c for c in attention_cases(cases) if measures_attention(card, Calibration(), c)])
+    start = Calibration() if start is None else start
+    cases += split_by_shape([c for c in attention_cases(cases) if measures_attention(card, start, c)])
     if not any(c.fit for c in cases) and coll is None:
         raise InputError(f"the runs {_spans([r.run_id for r in runs])} hold no result a calibration can use",
                          "run 'gpumatch bench run --suite standard' on the card")
     curves = fit_curves(card, [c for c in cases if c.fit])
-    start = Calibration()
     e2e, moved, unknown = _fit_e2e(card, cases, start)
     serve = _serving(store, card, run_ids, e2e)
     if serve is not None:

@@ -45,7 +45,8 @@ def doctor(
     if fmt is Format.json:
         emit(to_json(report.to_dict()))
     elif fmt is Format.csv:  # the checks, then the whole manifest as 'manifest.KEY' rows (verdict 'info')
-        emit(to_csv(check_rows(report) + manifest_rows(report.manifest, report.note), CHECK_COLUMNS))
+        manifest = report.manifest.to_dict() | {"machine_sha256": report.manifest.machine_sha256}
+        emit(to_csv(check_rows(report) + manifest_rows(manifest, report.note), CHECK_COLUMNS))
     else:
         emit(doctor_text(report))
     if report.overall == "fail":

@@ -161,7 +161,7 @@ def run_bench(req: BenchRequest, progress: Progress | None = None,
     """Run the suite and record it (module docstring). ``telemetry``: a factory of the telemetry backend
     (default NVML on a GPU machine, none in a tiny run; tests give a fake one)."""
     from gpumatch.bench import shapes
-    from gpumatch.bench.manifest import Manifest
+    from gpumatch.telemetry.manifest import Manifest
 
     check_request(req)
     plan, precisions, notes = _workload(req)

@@ -16,7 +16,7 @@ client subtracts for idle-subtracted energy.
                   "clock_event_reasons", "gpu_temp_c", ...}],
      "energy": [{"t_unix_s", "energy_j"}]}
 
-A client makes a telemetry window of those rows (:func:`gpumatch.lab.loadgen.energy.level_energy`): its energy,
+A client makes a telemetry window of those rows (:func:`gpumatch.loadgen.energy.level_energy`): its energy,
 idle-subtracted energy and clock-reason shares follow :mod:`gpumatch.telemetry.window`. Without NVML (a CPU, no
 driver) ``available`` is false with a reason.
 """

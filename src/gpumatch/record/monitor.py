@@ -64,7 +64,7 @@ def run_monitor(command: Sequence[str] | None, interval_s: float | None = None, 
         return _replay(replay, interval_s, use_store, output)
     from gpumatch.telemetry.backends import open_backend
     from gpumatch.telemetry.child import StopSignals
-    from gpumatch.telemetry.manifest import build_manifest
+    from gpumatch.telemetry.manifest import machine_manifest
     from gpumatch.telemetry.monitor import monitor_command
 
     interval = DEFAULT_INTERVAL_S if interval_s is None else interval_s
@@ -75,7 +75,8 @@ def run_monitor(command: Sequence[str] | None, interval_s: float | None = None, 
         if exporter is not None:
             stack.callback(exporter.close)
         name = " ".join(command or []) or "(until Ctrl-C)"
-        with Recording("monitor", name, build_manifest(backend), {"interval_s": interval}, use_store=use_store,
+        manifest = machine_manifest(backend).to_dict()
+        with Recording("monitor", name, manifest, {"interval_s": interval}, use_store=use_store,
                        on_store_error=on_store_error, keep_samples=False, flush_interval_s=0.0) as rec:
             if on_start is not None:
                 on_start(len(backend.devices()), interval)
@@ -120,7 +121,7 @@ def _replay(path: Path, interval_s: float | None, use_store: bool, output: Path 
     written = _write_output(result, output)
     if not use_store:
         return MonitorRun(result, written, "monitor-replay", None)
-    with Recording("monitor-replay", str(path), trace_manifest(result.trace),
+    with Recording("monitor-replay", str(path), trace_manifest(result.trace).to_dict(),
                    {"interval_s": result.trace.interval_s}, keep_samples=False, flush_interval_s=0.0) as rec:
         rec.add_samples(result.trace.samples)  # one transaction: all or none
         outcome = _finish(rec, result, written or (path,))

@@ -24,8 +24,8 @@ def check_rows(report: DoctorReport) -> list[dict[str, Any]]:
 
 
 def manifest_rows(m: dict[str, Any], note: str) -> list[dict[str, Any]]:
-    """The manifest flattened to one row per leaf (``manifest.driver.driver_version``), so that a CSV keeps
-    what the table and JSON show; lists of objects are indexed (``manifest.gpus.0.name``)."""
+    """The manifest flattened to one row per leaf (``manifest.gpu.driver``), so that a CSV keeps
+    what the table and JSON show; lists of objects are indexed (``manifest.gpu.devices.0.name``)."""
     out: list[dict[str, Any]] = []
     if note:
         out.append({"check": "manifest.note", "gpu": "", "verdict": "info", "detail": note, "hint": ""})
@@ -45,32 +45,32 @@ def manifest_rows(m: dict[str, Any], note: str) -> list[dict[str, Any]]:
     return out
 
 
-def environment(m: dict[str, Any], note: str) -> dict[str, Any]:
-    """The few manifest fields a person checks first (GPUs, driver, CUDA, torch, host, gpumatch)."""
-    drv = m.get("driver") or {}
-    sw = m.get("software") or {}
-    host = m.get("host") or {}
+def environment(m: dict[str, Any], note: str, machine_sha256: str = "") -> dict[str, Any]:
+    """The few manifest fields a person checks first (GPUs, driver, CUDA, torch, host, gpumatch); ``m`` is the
+    flat machine manifest (:mod:`gpumatch.telemetry.manifest`)."""
     view: dict[str, Any] = {}
     if note:
         view["GPU"] = f"none found: {note}"
-    for g in m.get("gpus", []):
+    for g in m.get("gpu.devices") or []:
         mem = g.get("memory_total_bytes")
         view[f"GPU {g['index']}"] = (f"{g['name']} ({mem / GIB:.1f} GiB)" if mem else g["name"]) + (
             f", cc {g.get('compute_capability')}, {g.get('power_limit_enforced_w') or 0:.0f} W limit")
-    view["driver"] = drv.get("driver_version")
-    view["CUDA (driver)"] = drv.get("cuda_driver_version_str")
-    view["torch"] = sw.get("torch") and f"{sw['torch']} (CUDA build {sw.get('torch_cuda_build')})"
-    view["nvidia-ml-py"] = sw.get("nvidia-ml-py")
-    view["CPU"] = f"{host.get('cpu_model')} x{host.get('cpu_count')}"
-    view["kernel / python"] = f"{host.get('kernel')} / {host.get('python')}"
-    gm = m.get("gpumatch") or {}
-    view["gpumatch"] = f"{gm.get('version')} {(gm.get('commit') or '')[:10]}{' (dirty)' if gm.get('dirty') else ''}"
-    view["manifest hash"] = m.get("manifest_hash", "")[:16]
+    view["driver"] = m.get("gpu.driver")
+    view["CUDA (driver)"] = m.get("gpu.cuda_driver")
+    torch = m.get("software.torch")
+    view["torch"] = torch and f"{torch} (CUDA build {m.get('software.cuda')})"
+    view["nvidia-ml-py"] = m.get("software.nvidia-ml-py")
+    view["CPU"] = f"{m.get('host.cpu')} x{m.get('host.cpu_count')}"
+    view["kernel / python"] = f"{m.get('host.kernel')} / {m.get('software.python')}"
+    commit, dirty = m.get("software.gpumatch_commit") or "", m.get("software.gpumatch_dirty")
+    view["gpumatch"] = f"{m.get('software.gpumatch')} {commit[:10]}{' (dirty)' if dirty else ''}"
+    view["manifest hash"] = machine_sha256[:16]
     return view
 
 
 def doctor_text(report: DoctorReport) -> str:
     """The table view: the environment, a blank line, then the checks with the overall verdict."""
     overall = report.overall.upper() + (" (no GPU checked)" if report.overall == "skip" else "")
-    return "\n".join([key_values(environment(report.manifest, report.note), title="Environment"), "",
+    return "\n".join([key_values(environment(report.manifest.to_dict(), report.note,
+                                                 report.manifest.machine_sha256), title="Environment"), "",
                       to_table(check_rows(report), CHECK_COLUMNS, title=f"Preflight checks: overall {overall}")])

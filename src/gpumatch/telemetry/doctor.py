@@ -14,7 +14,7 @@ from typing import Any
 
 from gpumatch.errors import MissingDependencyError, NoDeviceError
 from gpumatch.telemetry.device import Backend
-from gpumatch.telemetry.manifest import build_manifest
+from gpumatch.telemetry.manifest import Manifest, machine_manifest
 from gpumatch.telemetry.preflight import Check, GpuFacts, MachineFacts, run_checks, worst
 from gpumatch.telemetry.probe import TorchBuild, pcie_under_load, probe_torch
 
@@ -26,7 +26,7 @@ class DoctorReport:
     ``overall``: ``fail``, ``warn``, ``pass``, or ``skip`` when no GPU was checked and nothing failed.
     """
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     checks: list[Check]
     gpu_found: bool
     note: str
@@ -34,7 +34,8 @@ class DoctorReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"overall": self.overall, "gpu_found": self.gpu_found, "note": self.note,
-                "checks": [c.to_dict() for c in self.checks], "manifest": self.manifest}
+                "checks": [c.to_dict() for c in self.checks], "manifest": self.manifest.to_dict(),
+                "machine_sha256": self.manifest.machine_sha256}
 
 
 def _open_default() -> Backend:
@@ -69,7 +70,7 @@ def run_doctor(
                              own_pids=frozenset({os.getpid()}), psu_w=psu_w, other_load_w=other_load_w,
                              torch_probed=torch_probe)
         checks = run_checks(facts)
-        manifest = build_manifest(backend, tb)
+        manifest = machine_manifest(backend, tb)
     finally:
         if backend is not None:
             backend.close()

@@ -6,7 +6,9 @@ The store knows nothing of telemetry types, so a monitor run holds plain data (d
 - ``samples``: one dict per sample, keyed by :data:`~gpumatch.telemetry.types.SAMPLE_FIELDS`;
 - ``events``: kind ``"edge"`` (data = :meth:`EdgeCounters.to_dict`) for every window-edge counter
   read, and kind ``"xid"`` (data = ``{"xid": N}``) for every Xid, at ``t_s`` on the sampler's clock;
-- the manifest: ``driver`` (:meth:`SystemInfo.to_dict`) and ``gpus`` (:meth:`DeviceInfo.to_dict`);
+- the manifest (:mod:`gpumatch.telemetry.manifest`): the driver (``gpu.driver``, ``gpu.cuda_driver``, ``gpu.nvml``,
+  ``gpu.count``) and ``gpu.devices`` (:meth:`DeviceInfo.to_dict`); runs saved before the one manifest hold them
+  as ``driver`` and ``gpus`` and read the same (:func:`~gpumatch.telemetry.manifest.from_stored`);
 - ``config["interval_s"]``; the summary: ``sampler`` (the sampler's cost) and ``command``.
 
 :func:`trace_from_run` reads the dict of ``Store.export_run(run_id, samples=True)``. Runs saved before
@@ -22,8 +24,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from gpumatch.errors import DataWarning
+from gpumatch.telemetry.manifest import from_stored
 from gpumatch.telemetry.trace import SamplerStats, Trace
-from gpumatch.telemetry.types import SAMPLE_FIELDS, DeviceInfo, EdgeCounters, Sample, SystemInfo, XidEvent
+from gpumatch.telemetry.types import SAMPLE_FIELDS, DeviceInfo, EdgeCounters, Sample, XidEvent
 
 EDGE_EVENT = "edge"
 XID_EVENT = "xid"
@@ -45,9 +48,9 @@ def trace_from_run(export: Mapping[str, Any]) -> Trace:
     run: Mapping[str, Any] = export["run"]
     events: list[Mapping[str, Any]] = list(export.get("events") or [])
     samples = tuple(_sample(s) for s in export.get("samples") or [])
-    manifest: Mapping[str, Any] = run.get("manifest") or {}
+    manifest = from_stored(run.get("manifest"))
     summary: Mapping[str, Any] = run.get("summary") or {}
-    devices = tuple(DeviceInfo.from_dict(g) for g in manifest.get("gpus") or [])
+    devices = manifest.devices()
     edges = tuple(_readable(run, events, EDGE_EVENT, lambda e: EdgeCounters.from_dict(e["data"])))
     xids = tuple(_readable(run, events, XID_EVENT, _xid))
     stats = summary.get("sampler") or {}
@@ -55,7 +58,7 @@ def trace_from_run(export: Mapping[str, Any]) -> Trace:
     return Trace(
         samples=samples,
         devices=devices or tuple(DeviceInfo(index=i, name="unknown") for i in sorted({s.gpu_index for s in samples})),
-        system=SystemInfo.from_dict(manifest.get("driver") or {}),
+        system=manifest.system(),
         edges=edges,
         xid_events=xids,
         interval_s=float(interval),

@@ -2,7 +2,7 @@
 
 :meth:`gpumatch.telemetry.sampler.Sampler.begin_window` / :meth:`~gpumatch.telemetry.sampler.Sampler.end_window`
 return a :class:`Window` (ml-energy/zeus's ``begin_window`` / ``end_window`` -> ``Measurement`` model); a bench
-case, a serving load level (:mod:`gpumatch.lab.loadgen.energy`, from the server's published rows) and the monitor's
+case, a serving load level (:mod:`gpumatch.loadgen.energy`, from the server's published rows) and the monitor's
 per-GPU summary all take their energy, idle power, mean and p95 power and clock-reason shares from here.
 
 The rules (../shared/notes/benchmark-method.md sections 2-3):

@@ -9,7 +9,7 @@ summaries keep none), the 95% interval of B/A is a bootstrap of the ratio of the
 percentile) of the two sets of samples (:func:`ratio_interval`), ``significant`` when it excludes 1.
 
 The manifests of two tools' runs share few fields: the comparison is refused (InputError, exit 2) only when a
-performance-relevant field (:data:`gpumatch.bench.manifest.PERFORMANCE_FIELDS`) or the model is recorded in both
+performance-relevant field (:data:`gpumatch.telemetry.manifest.PERFORMANCE_FIELDS`) or the model is recorded in both
 runs and differs, unless ``force``; fields recorded on one side only are listed in ``unrecorded``.
 """
 
@@ -51,13 +51,11 @@ def compare_serving(store: Path | str | None, run_a: int, run_b: int, force: boo
 def _manifest_check(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(fields recorded in both runs that differ, fields recorded in one run only): the performance fields of the
     manifests and the model."""
-    from gpumatch.bench.manifest import PERFORMANCE_FIELDS
+    from gpumatch.telemetry.manifest import PERFORMANCE_FIELDS, compare_manifests
 
-    pairs = {name: (a["manifest"].get(name), b["manifest"].get(name)) for name in PERFORMANCE_FIELDS}
-    pairs["model"] = (a["model"], b["model"])
-    differing = [n for n, (x, y) in pairs.items() if x is not None and y is not None and x != y]
-    unrecorded = [n for n, (x, y) in pairs.items() if (x is None) != (y is None)]
-    return differing, unrecorded
+    diff = compare_manifests({**a["manifest"], "model": a["model"]}, {**b["manifest"], "model": b["model"]},
+                             (*PERFORMANCE_FIELDS, "model"))
+    return list(diff.differing), list(diff.unrecorded)
 
 
 def _rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:

@@ -214,7 +214,9 @@ def _any_run(store: Path | None, run_id: int) -> tuple[dict[str, Any], list[dict
         samples = st.samples(run_id)
     if raw["run"].get("kind") == "bench":
         return load_run(store, run_id), samples
-    manifest = raw["run"].get("manifest") or {}
+    from gpumatch.telemetry.manifest import from_stored
+
+    manifest = from_stored(raw["run"].get("manifest")).to_dict()  # a monitor run's older nested shape too
     data = {"run": {k: v for k, v in raw["run"].items() if k != "manifest"}, "manifest": manifest, "cases": [],
             "results": [result_row(r) for r in raw["results"]],
             "failures": [{"case": (f.get("config") or {}).get("case"), "error_class": f["error_class"],

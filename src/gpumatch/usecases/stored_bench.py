@@ -140,9 +140,9 @@ def compare_runs(store: Path | str | None, run_a: int, run_b: int, force: bool =
     """Side by side per result: A, B and B/A; two serving runs (any tool's) go to
     :func:`gpumatch.usecases.compare_serving.compare_serving`, a serving run against a bench run is refused. Refuses
     (InputError, exit 2) runs whose manifests differ in a performance-relevant field
-    (:data:`gpumatch.bench.manifest.PERFORMANCE_FIELDS`) unless ``force``; with ``force`` they are listed in
-    ``differing_fields``."""
-    from gpumatch.bench.manifest import differing_fields
+    (:data:`gpumatch.telemetry.manifest.PERFORMANCE_FIELDS`, older stored shapes read alike) unless ``force``;
+    with ``force`` they are listed in ``differing_fields``."""
+    from gpumatch.telemetry.manifest import differing_fields
     from gpumatch.usecases.stored_serving import is_serving_run
 
     serving = (is_serving_run(store, run_a), is_serving_run(store, run_b))

@@ -15,6 +15,8 @@ from gpumatch.cli.app import main
 from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration, Request, estimate
 from gpumatch.estimate.calibration import ServingFit
+from gpumatch.loadgen.predict import PredictionSetup, predict_level
+from gpumatch.loadgen.runner import Level
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "measurements"
 SERVE = sorted((DATA / "serve").glob("2026-12-05-h200-serve-*.json"))
@@ -57,9 +59,14 @@ def test_levels_are_predicted_as_the_load_generator_predicted_them(store: Path) 
     assert sorted(lv.label for lv in levels) == sorted(
         ["c=1", "c=4", "c=16", "c=64", "c=256", "4/s poisson", "16/s poisson", "32/s poisson"])
     recorded = {lv["label"]: lv["predicted"] for f in SERVE for lv in json.loads(f.read_text())["levels"]}
-    for lv in levels:  # the shipped profile under the shipped defaults: what the run recorded (blind)
+    for lv in levels:  # calibrate predicts a stored level as the load generator predicts a level it runs
         p = predict(lv, Calibration(), H200)
-        assert p["tpot_s"] * 1e3 == pytest.approx(recorded[lv.label]["mean_tpot_ms"], rel=1e-9)
+        setup = PredictionSetup(lv.model, H200, lv.engine, lv.prompt, lv.gen, lv.range_ratio)
+        now = predict_level(setup, Level(0, lv.mode, lv.value), lv.num_prompts)["predicted"]
+        assert p["tpot_s"] * 1e3 == pytest.approx(now["mean_tpot_ms"], rel=1e-9)
+        # the blind prediction the run recorded stays in its file; the estimator has moved since (2026-12-07:
+        # a pass's linear work paid once for all its tokens), so it is not recomputed here
+        assert recorded[lv.label]["mean_tpot_ms"] > 0
     assert load_levels(store, "H100 SXM5 80GB") == []
 
 

@@ -30,7 +30,7 @@ def test_classify_oom() -> None:
 
 
 def test_manifest_performance_fields_differ() -> None:
-    from gpumatch.bench.manifest import Manifest, differing_fields
+    from gpumatch.telemetry.manifest import Manifest, differing_fields
 
     a = Manifest({"gpu.name": "NVIDIA H200", "software.torch": "2.11", "gpu.uuid": "GPU-1"})
     b = Manifest({"gpu.name": "NVIDIA H200", "software.torch": "2.13", "gpu.uuid": "GPU-2"})
@@ -83,7 +83,7 @@ def test_a_decode_ladder_keeps_going_past_a_batch_that_does_not_fit() -> None:
 
 
 def test_manifest_reads_nvidia_smi_field_by_field_when_the_query_is_refused(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from gpumatch.bench.manifest import _gpus
+    from gpumatch.telemetry.smi import smi_gpu_fields
 
     smi = tmp_path / "nvidia-smi"
     smi.write_text('#!/bin/sh\ncase "$1" in\n  --query-gpu=ecc.mode.current) echo Enabled; exit 0;;\n'
@@ -91,6 +91,6 @@ def test_manifest_reads_nvidia_smi_field_by_field_when_the_query_is_refused(tmp_
                    'q=${1#--query-gpu=}; echo "$q" | sed "s/[^,]*/700/g"\n')
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    got = _gpus()
+    got = smi_gpu_fields()
     assert got["gpu.count"] == 1 and got["gpu.ecc_mode"] == "Enabled"
     assert got["gpu.driver"] == "580.10" and got["gpu.power_enforced_limit_w"] == 700

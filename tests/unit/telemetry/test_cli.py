@@ -40,8 +40,8 @@ def test_doctor_csv_keeps_the_manifest(no_nvml, capsys) -> None:
     by_check = {r["check"]: r for r in rows}
     assert by_check["gpu"]["verdict"] == "skip"
     assert (
-        len(by_check["manifest.manifest_hash"]["detail"]) == 64
-        and by_check["manifest.manifest_hash"]["verdict"] == "info"
+        len(by_check["manifest.machine_sha256"]["detail"]) == 64
+        and by_check["manifest.machine_sha256"]["verdict"] == "info"
     )
     assert "NVML" in by_check["manifest.note"]["detail"]
     assert any(k.startswith("manifest.host.") for k in by_check)
@@ -51,7 +51,7 @@ def test_doctor_json(no_nvml, capsys) -> None:
     assert main(["doctor", "--no-torch", "--psu-w", "1.6kW", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["gpu_found"] is False and d["overall"] == "skip"
-    assert len(d["manifest"]["manifest_hash"]) == 64
+    assert len(d["machine_sha256"]) == 64 and d["manifest"]["schema"] == "gpumatch.manifest/2"
 
 
 def test_doctor_on_a_gpu_checks_it(fake_gpu, capsys) -> None:
@@ -137,7 +137,7 @@ def test_monitor_runs_a_command_and_exits_with_its_code(fake_gpu, tmp_path: Path
     with open_store() as st:
         (run,) = st.runs()
         assert run.kind == "monitor" and run.status == "failed" and run.n_samples >= 5
-        assert run.manifest["gpus"][0]["name"] == "NVIDIA H200"
+        assert run.manifest["gpu.name"] == "NVIDIA H200" and run.manifest["gpu.devices"][0]["uuid"]
 
 
 @pytest.fixture

@@ -9,9 +9,10 @@ from dataclasses import replace
 
 from synth_traces import H200_INFO, build, make_samples
 
+from gpumatch.store import manifest_sha256
 from gpumatch.telemetry.doctor import run_doctor
 from gpumatch.telemetry.fake import FakeBackend
-from gpumatch.telemetry.manifest import build_manifest, manifest_hash, trace_manifest
+from gpumatch.telemetry.manifest import machine_manifest, manifest_hash, trace_manifest
 from gpumatch.telemetry.probe import probe_torch
 
 
@@ -20,30 +21,30 @@ def _backend(info=H200_INFO):
 
 
 def test_manifest_has_the_sections_and_a_stable_hash() -> None:
-    a = build_manifest(_backend())
-    b = build_manifest(_backend())
-    assert {"gpumatch", "host", "software", "driver", "gpus", "manifest_hash", "captured_utc"} <= set(a)
-    assert a["gpus"][0]["name"] == "NVIDIA H200" and a["gpus"][0]["compute_capability"] == "9.0"
-    assert a["driver"]["driver_version"] == "580.159.04"
-    assert a["host"]["cpu_model"] and a["host"]["python"]
-    assert a["manifest_hash"] == b["manifest_hash"]
-    assert len(a["manifest_hash"]) == 64
+    a = machine_manifest(_backend())
+    b = machine_manifest(_backend())
+    assert a.get("schema") == "gpumatch.manifest/2"
+    assert a.get("gpu.name") == "NVIDIA H200" and a.get("gpu.compute_capability") == "9.0"
+    assert a.get("gpu.devices")[0]["name"] == "NVIDIA H200" and a.devices()[0] == H200_INFO
+    assert a.get("gpu.driver") == "580.159.04" and a.get("gpu.cuda_driver") == "13.0"
+    assert a.get("host.cpu") and a.get("software.python") and a.get("software.gpumatch")
+    assert a.machine_sha256 == b.machine_sha256 and len(a.machine_sha256) == 64
+    assert a.sha256 == manifest_sha256(a.to_dict())  # the store's key of it
 
 
 def test_hash_ignores_volatile_fields_and_sees_settings() -> None:
-    base = build_manifest(_backend())
-    idle_link = build_manifest(_backend(replace(H200_INFO, pcie_gen=1)))
-    capped = build_manifest(_backend(replace(H200_INFO, power_limit_enforced_w=450.0)))
-    assert idle_link["manifest_hash"] == base["manifest_hash"]
-    assert capped["manifest_hash"] != base["manifest_hash"]
-    m = dict(base, captured_utc="2000-01-01T00:00:00+00:00")
-    assert manifest_hash(m) == base["manifest_hash"]
+    base = machine_manifest(_backend())
+    idle_link = machine_manifest(_backend(replace(H200_INFO, pcie_gen=1)))
+    capped = machine_manifest(_backend(replace(H200_INFO, power_limit_enforced_w=450.0)))
+    assert idle_link.machine_sha256 == base.machine_sha256
+    assert capped.machine_sha256 != base.machine_sha256
+    assert manifest_hash(base.merged({"host.name": "elsewhere"}).fields) == base.machine_sha256
 
 
 def test_manifest_reads_versions_without_importing_torch() -> None:
-    code = ("import sys, json; from gpumatch.telemetry.manifest import build_manifest; m = build_manifest(None); "
+    code = ("import sys, json; from gpumatch.telemetry.manifest import machine_manifest; m = machine_manifest(); "
             "print(json.dumps({'torch_imported': 'torch' in sys.modules, 'pynvml_imported': 'pynvml' in sys.modules, "
-            "'torch': m['software']['torch']}))")
+            "'torch': m.get('software.torch')}))")
     out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert out == {"torch_imported": False, "pynvml_imported": False, "torch": out["torch"]}
     assert out["torch"]  # the dev venv has torch installed: its version is read from metadata
@@ -51,7 +52,8 @@ def test_manifest_reads_versions_without_importing_torch() -> None:
 
 def test_trace_manifest_describes_the_recorded_machine() -> None:
     m = trace_manifest(build(make_samples("idle", 1.0), meta={"card": "NVIDIA H200", "what_ran": "idle"}))
-    assert m["gpus"][0]["uuid"] == "GPU-test" and m["replay_of"]["what_ran"] == "idle"
+    assert m.get("gpu.uuid") == "GPU-test" and m.get("replay.what_ran") == "idle"
+    assert m.devices()[0].uuid == "GPU-test"
 
 
 def test_probe_torch_reads_the_build_in_a_subprocess() -> None:
@@ -68,7 +70,7 @@ def test_doctor_with_a_fake_gpu_runs_every_check() -> None:
     assert {"pcie", "power-limit", "clocks", "ecc-remap", "mig-persistence", "foreign-processes",
             "temperature"} <= set(names)
     assert r.overall == "pass", [c for c in r.checks if c.verdict != "pass"]
-    assert r.manifest["gpus"][0]["name"] == "NVIDIA H200"
+    assert r.manifest.get("gpu.name") == "NVIDIA H200"
 
 
 def test_doctor_without_a_gpu_says_so() -> None:
@@ -81,4 +83,4 @@ def test_doctor_without_a_gpu_says_so() -> None:
     assert not r.gpu_found and "NVML" in r.note
     assert r.checks[0].name == "gpu" and r.checks[0].verdict == "skip"
     assert r.overall == "skip"  # not "pass": no GPU was checked
-    assert r.to_dict()["manifest"]["gpus"] == []
+    assert r.to_dict()["manifest"].get("gpu.devices") is None  # no NVML: nvidia-smi asked, none here

@@ -144,6 +144,8 @@ async def _stream(request: web.Request, req: _Request, model: str, codec: tokens
     await resp.prepare(request)
 
     async def send(obj: Any) -> None:
+        if job.continuous_usage and obj.get("choices"):  # vLLM: the usage so far on every choice chunk
+            obj["usage"] = out.usage()
         await resp.write(f"data: {json.dumps(obj, separators=(',', ':'))}\n\n".encode())
 
     try:

@@ -54,6 +54,8 @@ class Job:
     logprobs: int | None = None
     echo: bool = False
     prompt_text: str | None = None
+    continuous_usage: bool = False
+    skip_special_tokens: bool = True
 
 
 def _int(body: dict[str, Any], name: str, default: int | None) -> int | None:
@@ -81,6 +83,11 @@ def _bool(body: dict[str, Any], name: str) -> bool:
     if not isinstance(v, bool):
         raise BadRequest(f"{name} must be true or false, not {v!r}", name)
     return v
+
+
+def _skip_special(body: dict[str, Any]) -> bool:
+    """vLLM's ``skip_special_tokens`` (default true: special tokens such as EOS add no output text)."""
+    return _bool(body, "skip_special_tokens") if body.get("skip_special_tokens") is not None else True
 
 
 def _check_sampling(body: dict[str, Any]) -> None:
@@ -207,15 +214,19 @@ def _lengths(body: dict[str, Any], chat: bool, prompt_tokens: int, max_model_len
     return max_tokens, min_tokens
 
 
-def _stream_options(body: dict[str, Any], stream: bool) -> bool:
+def _stream_options(body: dict[str, Any], stream: bool) -> tuple[bool, bool]:
+    """``(include_usage, continuous_usage)`` of ``stream_options``: as vLLM's ``should_include_usage``
+    (``vllm/entrypoints/utils.py``), continuous usage (``continuous_usage_stats``, a usage object on every chunk)
+    only together with ``include_usage``."""
     opts = body.get("stream_options")
     if opts is None:
-        return False
+        return False, False
     if not isinstance(opts, dict):
         raise BadRequest("stream_options must be an object", "stream_options")
     if not stream:
         raise BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
-    return _bool(opts, "include_usage") if "include_usage" in opts else False
+    usage = _bool(opts, "include_usage")
+    return usage, usage and _bool(opts, "continuous_usage_stats")
 
 
 def parse(body: Any, chat: bool, vocab: int, max_model_len: int, model: str,
@@ -236,6 +247,8 @@ def parse(body: Any, chat: bool, vocab: int, max_model_len: int, model: str,
     max_tokens, min_tokens = _lengths(body, chat, len(ids), max_model_len)
     stop, stop_ids = _stops(body, vocab)
     stream = _bool(body, "stream")
-    return Job(ids, max_tokens, stream, _stream_options(body, stream), _bool(body, "ignore_eos"), chat,
+    usage, continuous = _stream_options(body, stream)
+    return Job(ids, max_tokens, stream, usage, _bool(body, "ignore_eos"), chat,
                stop=stop, stop_token_ids=stop_ids, min_tokens=min_tokens, logprobs=_logprobs(body, chat),
-               echo=False if chat else _bool(body, "echo"), prompt_text=text)
+               echo=False if chat else _bool(body, "echo"), prompt_text=text, continuous_usage=continuous,
+               skip_special_tokens=_skip_special(body))

@@ -2,7 +2,8 @@
 
 :class:`Output` turns the engine's events into text pieces, applying stop strings (:mod:`.stops`) and the
 token-stop rule (a token that ends the request with ``stop``, EOS or a ``stop_token_ids`` id, adds no text, as
-vLLM's detokenizer skips it); ``echo`` puts the prompt text before the first piece. Log-probs come in two shapes:
+vLLM's detokenizer skips it); a token's text is what it adds to the text before it (the codec's ``stream``, vLLM's
+incremental detokenization); ``echo`` puts the prompt text before the first piece. Log-probs come in two shapes:
 
 - completions (OpenAI's legacy ``logprobs`` object): ``tokens`` (each token's text), ``token_logprobs``,
   ``top_logprobs`` (per token a dict text -> log-prob of the top-k and the chosen token), ``text_offset`` (where
@@ -42,6 +43,7 @@ class Output:
         self.stops = StopText(job.stop)
         self.echoed = not job.echo
         self.last: Event | None = None
+        self.text = codec.stream(job.prompt, job.skip_special_tokens)
 
     @property
     def stopped_by_string(self) -> bool:
@@ -54,10 +56,10 @@ class Output:
         if not self.echoed:
             self.echoed = True
             d.text, d.logprobs = self._echo(ev)
-        if ev.token is not None and self.job.logprobs is not None:
-            d.logprobs.append((self.codec.decode_one(ev.token), ev.logprob))
         token_stop = ev.finish_reason == "stop" and ev.token is not None
-        piece = self.codec.decode_one(ev.token) if ev.token is not None and not token_stop else ""
+        piece = self.text.add(ev.token) if ev.token is not None and not token_stop else ""
+        if ev.token is not None and self.job.logprobs is not None:  # the token's text as the output has it
+            d.logprobs.append((piece if not token_stop else self.codec.decode_one(ev.token), ev.logprob))
         d.text += self.stops.add(piece)
         if self.stops.matched is not None:
             d.finish_reason, d.stop_reason = "stop", self.stops.matched

@@ -8,15 +8,17 @@ the completion text splits back into exactly ``completion_tokens`` words.
 
 With real weights (``gpumatch serve --weights DIR``) and a ``tokenizer.json`` in the folder, :class:`TokenizerCodec`
 encodes with that tokenizer (Hugging Face ``tokenizers``; special tokens such as BOS added as its post-processor
-says) and renders each generated id with ``decode([id])`` (no incremental detokenization: a multi-byte
-character split over tokens may come out as replacement characters, one token per chunk as always).
+says) and renders generated ids incrementally, as vLLM does (:class:`IncrementalText`): each token's text is what
+it adds to the decoded text of the tokens before it, so spaces a tokenizer puts between tokens (WordLevel) or
+strips from a lone token (SentencePiece's Metaspace) come out as they do in the whole text, and a multi-byte
+character split over tokens comes out whole with its last token.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,6 +50,48 @@ def decode_one(token: int) -> str:
 
 
 _WORD = re.compile(r"\s*\S+")
+CONTEXT_TOKENS = 5
+"""Prompt tokens an :class:`IncrementalText` starts from (vLLM's ``INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET``)."""
+
+
+class TextStream(Protocol):
+    """One request's generated text, token by token: ``add(id)`` returns the text that id adds."""
+
+    def add(self, token: int) -> str: ...
+
+
+class IncrementalText:
+    """vLLM's incremental detokenization (``detokenize_incrementally`` in ``vllm/tokenizers/detokenizer_utils.py``,
+    formerly ``vllm/transformers_utils/``; the slow path of V1's ``IncrementalDetokenizer``): the text of new
+    token ``t`` is ``decode(ids[prefix:] + [t])`` less ``decode(ids[prefix:read])``, with ``prefix``/``read``
+    moved up after each emitted piece; a piece that ends in U+FFFD (an incomplete UTF-8 sequence) is held until a
+    later token completes it. It starts from the prompt's last :data:`CONTEXT_TOKENS` ids, so the first token's
+    leading space is the one it has after the prompt.
+    ``decode``: ids to text (the whole tokenizer's rule, spaces between tokens included)."""
+
+    def __init__(self, decode: Callable[[list[int]], str], prompt: Sequence[int]) -> None:
+        self._decode = decode
+        self.ids = list(prompt[-CONTEXT_TOKENS:])
+        self.prefix, self.read = 0, len(self.ids)
+
+    def add(self, token: int) -> str:
+        self.ids.append(token)
+        before = self._decode(self.ids[self.prefix:self.read])
+        now = self._decode(self.ids[self.prefix:])
+        if len(now) <= len(before) or now.endswith("\ufffd"):
+            return ""
+        self.prefix, self.read = self.read, len(self.ids)
+        return now[len(before):]
+
+
+class _OneByOne:
+    """Each id's own text (the word codec: ``" t<id>"`` needs no context)."""
+
+    def __init__(self, decode_one: Callable[[int], str]) -> None:
+        self._decode_one = decode_one
+
+    def add(self, token: int) -> str:
+        return self._decode_one(token)
 
 
 class Codec(Protocol):
@@ -63,6 +107,8 @@ class Codec(Protocol):
     def decode(self, ids: Sequence[int]) -> str: ...
 
     def pieces(self, text: str) -> list[str]: ...
+
+    def stream(self, prompt: Sequence[int], skip_special_tokens: bool = True) -> TextStream: ...
 
 
 class WordCodec:
@@ -86,6 +132,9 @@ class WordCodec:
     def pieces(self, text: str) -> list[str]:
         """Each word with the whitespace before it (they join back to ``text`` less its trailing space)."""
         return _WORD.findall(text)
+
+    def stream(self, prompt: Sequence[int], skip_special_tokens: bool = True) -> TextStream:
+        return _OneByOne(decode_one)
 
 
 class TokenizerCodec:
@@ -116,3 +165,10 @@ class TokenizerCodec:
 
     def pieces(self, text: str) -> list[str]:
         return [self.decode_one(i) for i in self.encode(text)]
+
+    def stream(self, prompt: Sequence[int], skip_special_tokens: bool = True) -> TextStream:
+        """The generated text after ``prompt``, incrementally (:class:`IncrementalText`); special tokens (EOS,
+        BOS, ...) add no text unless ``skip_special_tokens`` is false (vLLM's request field and default)."""
+        def decode(ids: list[int]) -> str:
+            return str(self._tok.decode(ids, skip_special_tokens=skip_special_tokens))
+        return IncrementalText(decode, prompt)

@@ -14,7 +14,9 @@ Layouts by version (vllm-project/guidellm tags; docs/store.md, "GuideLLM version
 each benchmark with ``args.strategy``, ``worker.backend_model``/``backend_target`` and ``request_totals`` beside
 ``metrics``; 0.4 adds top-level ``args`` and moves the strategy to ``config.strategy`` and the totals into
 ``metrics``; 0.5-0.6 add ``metadata`` (``version`` 1); 0.7 replaces ``args`` with ``config.spec`` (``backend.model``,
-``backend.target``, ``profile.kind``; ``version`` 2). The metric names and ``StatusDistributionSummary`` shape are
+``backend.target``, ``profile.kind``; ``version`` 2); 0.8 leaves ``config.spec.backend.model`` empty when the
+model was not named (it asks the server's ``/v1/models``) and keeps the model it sent in each benchmark's
+``config.backend.model``. The metric names and ``StatusDistributionSummary`` shape are
 the same in all of them; 0.2-0.3 percentiles have no ``p50`` (``median`` is used, as always).
 """
 
@@ -79,12 +81,15 @@ def _check_version(data: dict[str, Any], source: dict[str, Any]) -> None:
 
 def _endpoint(data: dict[str, Any], benchmarks: list[Any]) -> tuple[Any, Any, Any]:
     """(model, target, profile) wherever the report's version keeps them: ``config.spec.backend`` and
-    ``config.spec.profile.kind`` (0.7+), top-level ``args`` (0.4-0.6), the first benchmark's ``worker`` and
+    ``config.spec.profile.kind`` (0.7+; the first benchmark's ``config.backend`` when the spec's model is empty),
+    top-level ``args`` (0.4-0.6), the first benchmark's ``worker`` and
     ``args.profile.type_`` (0.2-0.3)."""
     spec = obj(obj(data.get("config")).get("spec"))
     if spec:
         backend = obj(spec.get("backend"))
-        return backend.get("model"), backend.get("target"), obj(spec.get("profile")).get("kind")
+        ran = obj(obj(obj(benchmarks[0]).get("config")).get("backend"))  # 0.8: the model it resolved and sent
+        return (backend.get("model") or ran.get("model") or None, backend.get("target") or ran.get("target"),
+                obj(spec.get("profile")).get("kind"))
     args = obj(data.get("args"))
     if args:
         profile = args.get("profile")
