@@ -12,7 +12,7 @@ from gpumatch.calibrate.saved import newest
 from gpumatch.calibrate.stored import calibrate_runs
 from gpumatch.cli.app import main
 
-EXPORTS = Path(__file__).resolve().parents[2] / "data" / "measurements" / "bench"
+EXPORTS = Path(__file__).resolve().parents[1] / "data" / "measurements" / "bench"
 FILES = ("2026-12-04-h200-quick.json", "2026-12-04-h200-standard.json")
 EST = ("estimate", "--model", "llama-3.1-8b", "--concurrency", "8", "--prompt", "1024", "--gen", "256",
        "--format", "json")
