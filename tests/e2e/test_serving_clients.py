@@ -13,14 +13,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 
-from tests.unit.lab.test_bench_weights import make_folder
+from tests.unit.lab.test_inputs_weights import make_folder
 
 from gpumatch.cli.app import main
 from gpumatch.lab.serve import ServeOptions, ServerThread
 from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
 from gpumatch.store import open_store
 
-CLIENTS = Path(__file__).resolve().parents[2] / "data" / "clients"
+CLIENTS = Path(__file__).resolve().parents[1] / "data" / "clients"
 GUIDELLM = CLIENTS / "guidellm-0.8.1-gpumatch-serve.json"
 AIPERF = CLIENTS / "aiperf-0.13.0-profile_export_aiperf.json"
 AIPERF_CSV = CLIENTS / "aiperf-0.13.0-profile_export_aiperf.csv"
