@@ -29,7 +29,7 @@ MODEL = "tiny-bpe"
 
 
 def _folder(root: Path) -> Path:
-    """A tiny Llama folder (``test_bench_weights.make_folder``) whose WordLevel tokenizer names every id of the
+    """A tiny Llama folder (``test_inputs_weights.make_folder``) whose WordLevel tokenizer names every id of the
     model's vocabulary (64), so every generated token has text, as a load generator needs."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
