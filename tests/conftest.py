@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from gpumatch.store import Store, open_store
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -70,3 +72,26 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "both" / "results.sqlite")
     return str(request.getfixturevalue("pg_url"))
+
+
+# ---- the results store: a fresh store file per test (store tests, and the CLI and e2e tests that read one) ------
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "store" / "results.sqlite"
+
+
+@pytest.fixture
+def store(store_path: Path) -> Iterator[Store]:
+    with open_store(store_path) as s:
+        yield s
+
+
+@pytest.fixture
+def manifest() -> dict[str, object]:
+    """A small environment manifest in the shape of benchmark-method.md section 4."""
+    return {
+        "kit_commit": "0e38e36",
+        "gpus": [{"index": 0, "name": "NVIDIA H200", "driver": "570.124.06", "power": {"enforced_w": 700.0}}],
+        "software": {"torch": "2.11.0"},
+    }

@@ -1,6 +1,6 @@
 """One shortlist entry of a plan: its layout, figures, score terms, flags, price, intervals and the
 :func:`gpumatch.estimate.estimate` options that reproduce it (``gpumatch estimate`` with them gives the same
-numbers; tests/unit/plan/test_plan_estimate_agreement.py).
+numbers; tests/unit/plan/test_entries_agreement.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """run_scale's recording with a stand-in launcher (fixed rank JSON): failures, Ctrl-C, predictions.
 
-The real torchrun/gloo ladder runs in tests/unit/cli/test_bench_scale_cli.py; here the launcher returns fixed
+The real torchrun/gloo ladder runs in tests/unit/cli/test_bench_scale.py; here the launcher returns fixed
 rank records so the recording rules are checked exactly and fast."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 aiohttp = pytest.importorskip("aiohttp")
 tokenizers = pytest.importorskip("tokenizers")
 
-from tests.unit.lab.test_bench_weights import make_folder  # noqa: E402
+from tests.unit.lab.test_inputs_weights import make_folder  # noqa: E402
 
 from gpumatch.bench.llama import build_model, rope_tables  # noqa: E402
 from gpumatch.bench.shapes import LlamaShape  # noqa: E402

@@ -1,4 +1,4 @@
-"""Writers run in spawned processes by test_store_backends.py (no pytest import: children start fast)."""
+"""Writers run in spawned processes by test_backend.py (no pytest import: children start fast)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Stop signals to ``gpumatch monitor``: forwarded to the command, samples flushed, run closed, exit 128 + N.
 
-The CLI cases run the real command line in a subprocess (a fake pynvml, as in test_cli.py), with a
+The CLI cases run the real command line in a subprocess (a fake pynvml, as in test_monitor_doctor.py), with a
 command that starts a grandchild, and send the signal to the monitor's pid only (as ``kill PID``,
 systemd, docker stop or a batch scheduler would).
 """

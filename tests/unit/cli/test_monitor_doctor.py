@@ -15,6 +15,8 @@ from gpumatch.cli.app import main
 from gpumatch.store import open_store
 from gpumatch.telemetry.trace import read_trace, write_trace
 
+TELEMETRY_TESTS = Path(__file__).resolve().parents[1] / "telemetry"  # test_nvml_backend.py: the stand-in pynvml
+
 
 @pytest.fixture
 def no_nvml(monkeypatch):
@@ -219,7 +221,7 @@ def test_a_killed_monitor_leaves_a_readable_store(tmp_path: Path) -> None:
     env = dict(os.environ, GPUMATCH_HOME=str(tmp_path / "home"))
     pid_file = tmp_path / "command.pid"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD.format(tests=str(Path(__file__).parent), pid=str(pid_file))],
+        [sys.executable, "-c", _CHILD.format(tests=str(TELEMETRY_TESTS), pid=str(pid_file))],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

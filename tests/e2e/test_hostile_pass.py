@@ -14,7 +14,7 @@ import pytest
 
 from gpumatch.cli.app import main
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "traces" / "h200-2026-12-02-gemm-bf16.csv"
 E = "estimate --model llama-3.1-8b --gpu h100"
 P = "plan --model llama-3.1-8b --task infer"

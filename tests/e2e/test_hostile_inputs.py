@@ -24,7 +24,7 @@ import pytest
 from gpumatch.cli.app import main
 from gpumatch.telemetry.types import SAMPLE_FIELDS
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "chat-70b-serving.toml"
 TRACE = ROOT / "tests" / "data" / "traces" / "h200-2026-12-02-gemm-bf16.csv"
 ENTRY = "import sys; from gpumatch.cli.app import main; sys.exit(main())"

@@ -20,7 +20,7 @@ import pytest
 from gpumatch.cli.app import main
 from gpumatch.report.plan import none_feasible, plan_text
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 EST = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM"]
 
 

@@ -21,7 +21,7 @@ from gpumatch.store import connection as connection_mod
 from gpumatch.store import open_store
 from gpumatch.telemetry.trace import read_trace
 
-TRACE = Path(__file__).parents[2] / "data" / "traces" / "h200-2026-12-02-gemm-bf16.csv"
+TRACE = Path(__file__).parents[1] / "data" / "traces" / "h200-2026-12-02-gemm-bf16.csv"
 N_SAMPLES = 3000
 
 

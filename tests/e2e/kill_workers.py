@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
+ROOT = HERE.parents[1]
 
 
 def _stall(marker: str) -> None:
@@ -111,7 +111,7 @@ def _patch_publish(marker: str, after: int) -> None:
 
 
 def fake_nvml() -> None:
-    sys.path.insert(0, str(HERE.parent / "telemetry"))
+    sys.path.insert(0, str(HERE.parent / "unit" / "telemetry"))
     from test_nvml_backend import _fake_pynvml
 
     sys.modules["pynvml"] = _fake_pynvml()

@@ -29,7 +29,7 @@ from gpumatch.report.serve import ServeProgress
 from gpumatch.usecases.stored_serving import load_serve_run
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_loadgen_inputs import train_bpe
+from test_inputs import train_bpe
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 

@@ -27,7 +27,7 @@ import pytest
 from gpumatch.cli.app import EXIT_IO, main
 from gpumatch.errors import OPTIONAL_MODULES, MissingExtraError, missing_extra
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "traces" / "h200-2026-12-02-gemm-bf16.csv"
 BLOCKED = """
 import sys

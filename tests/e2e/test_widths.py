@@ -10,7 +10,7 @@ import pytest
 from gpumatch.cli.app import main
 from gpumatch.report.render import text_width
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
 TRACE = ROOT / "tests" / "data" / "traces" / "h200-2026-12-02-gemm-bf16.csv"
 WIDTHS = ("80", "120")

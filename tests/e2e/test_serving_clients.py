@@ -13,14 +13,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 
-from tests.unit.lab.test_bench_weights import make_folder
+from tests.unit.lab.test_inputs_weights import make_folder
 
 from gpumatch.cli.app import main
 from gpumatch.lab.serve import ServeOptions, ServerThread
 from gpumatch.loadgen.bench import ServeRequest, run_serve_bench
 from gpumatch.store import open_store
 
-CLIENTS = Path(__file__).resolve().parents[2] / "data" / "clients"
+CLIENTS = Path(__file__).resolve().parents[1] / "data" / "clients"
 GUIDELLM = CLIENTS / "guidellm-0.8.1-gpumatch-serve.json"
 AIPERF = CLIENTS / "aiperf-0.13.0-profile_export_aiperf.json"
 AIPERF_CSV = CLIENTS / "aiperf-0.13.0-profile_export_aiperf.csv"
@@ -29,7 +29,7 @@ MODEL = "tiny-bpe"
 
 
 def _folder(root: Path) -> Path:
-    """A tiny Llama folder (``test_bench_weights.make_folder``) whose WordLevel tokenizer names every id of the
+    """A tiny Llama folder (``test_inputs_weights.make_folder``) whose WordLevel tokenizer names every id of the
     model's vocabulary (64), so every generated token has text, as a load generator needs."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 

@@ -22,7 +22,7 @@ from gpumatch.cli.app import main
 from gpumatch.store import open_store
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
+ROOT = HERE.parents[1]
 BENCH = ROOT / "tests" / "data" / "measurements" / "bench" / "2026-12-04-h200-quick.json"
 SERVE = sorted((ROOT / "tests" / "data" / "measurements" / "serve").glob("2026-12-05-h200-serve-*.json"))[0]
 IMPORTS = ROOT / "tests" / "data" / "imports"

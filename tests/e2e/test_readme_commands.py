@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 SYNOPSIS = re.compile(r"\||…|\[|\]|\b(NAME|ID|FILE|CMD|PATH|M|G|WORKLOAD\.toml)\b")
 

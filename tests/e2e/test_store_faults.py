@@ -22,7 +22,7 @@ from gpumatch.telemetry.trace import read_trace
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 
-TRACE = Path(__file__).parents[2] / "data" / "traces" / "h200-2026-12-02-gemm-bf16.csv"
+TRACE = Path(__file__).parents[1] / "data" / "traces" / "h200-2026-12-02-gemm-bf16.csv"
 _SRC = str(Path(gpumatch.__file__).resolve().parents[1])
 _REPLAY = "import sys; from gpumatch.cli.app import main; sys.exit(main(['monitor', '--replay', sys.argv[1]]))"
 
