@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -138,7 +140,9 @@ async def _drive(url: str, page: str, width: int, timeout_s: float) -> PageLoad:
 
 def load_page(browser: str, html_file: Path, width: int = 1200, timeout_s: float = 40.0) -> PageLoad:
     """Load ``html_file`` in headless ``browser`` offline and report what happened (module docstring)."""
-    with tempfile.TemporaryDirectory(prefix="gpumatch-chromium-") as profile:
+    # chromium's helper processes may still write to the profile while the main process exits: the whole process
+    # group is stopped below, and a file they leave behind does not fail the test
+    with tempfile.TemporaryDirectory(prefix="gpumatch-chromium-", ignore_cleanup_errors=True) as profile:
         args = [browser, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run", "--hide-scrollbars",
                 "--disable-extensions", "--disable-background-networking", f"--user-data-dir={profile}",
                 "--host-resolver-rules=MAP * ~NOTFOUND", "--remote-debugging-port=0", "about:blank"]
@@ -148,9 +152,16 @@ def load_page(browser: str, html_file: Path, width: int = 1200, timeout_s: float
             url = _ws_url(proc, timeout_s)
             return asyncio.run(_drive(url, html_file.resolve().as_uri(), width, timeout_s))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to chromium's process group (its own session), SIGKILL after 10 s; then reap the main process."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
