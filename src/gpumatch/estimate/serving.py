@@ -33,6 +33,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpumatch.errors import InputError
@@ -45,6 +46,10 @@ from gpumatch.files import parse_toml, read_text
 from gpumatch.units import GIB
 from gpumatch.vocab import ENGINES
 
+LINEAR_POINTS = 160
+"""Grid points of a pass's linear work over its token count (geometric, 1 to :data:`LINEAR_MAX_TOKENS`: 10 % apart,
+linear interpolation between them)."""
+LINEAR_MAX_TOKENS = 2.0**22
 MAX_ITERATIONS = 200
 """Iterations of the fixed point (damped by half); it converges in tens."""
 TOLERANCE = 1e-6
@@ -225,6 +230,8 @@ class _Costs:
     gen: float
     computed: float
     memo: dict[float, float] = field(default_factory=dict)
+    linear_table: list[np.ndarray] = field(default_factory=list)
+    """(tokens, seconds) of :meth:`_linear` on a geometric grid, made on first use (one vectorized call)."""
 
     def decode(self, batch: float) -> float:
         ctx = flops.decode_context(self.prompt, self.gen)
@@ -240,9 +247,17 @@ class _Costs:
         return float(roofline.prefill(self.m, c, self.cal, batch=max(prompts, 1e-9))["time_s"])
 
     def _linear(self, tokens: float) -> float:
-        """Seconds of a forward of ``tokens`` tokens without attention (:func:`roofline.prefill_linear_s`)."""
-        c = replace(self.c, prompt=max(tokens, 1.0))
-        return float(roofline.prefill_linear_s(self.m, c, self.cal))
+        """Seconds of a forward of ``tokens`` tokens without attention (:func:`roofline.prefill_linear_s`),
+        interpolated on a geometric grid of :data:`LINEAR_POINTS` from 1 to :data:`LINEAR_MAX_TOKENS` tokens
+        (the fixed point asks for it at every iteration with a new decode batch; past the grid, evaluated)."""
+        if tokens > LINEAR_MAX_TOKENS:
+            return float(roofline.prefill_linear_s(self.m, replace(self.c, prompt=tokens), self.cal))
+        if not self.linear_table:
+            xs = np.geomspace(1.0, LINEAR_MAX_TOKENS, LINEAR_POINTS)
+            ys = np.broadcast_to(roofline.prefill_linear_s(self.m, replace(self.c, prompt=xs), self.cal), xs.shape)
+            self.linear_table.extend((xs, np.array(ys, dtype=float)))
+        xs, ys = self.linear_table
+        return float(np.interp(max(tokens, 1.0), xs, ys))
 
     def attention(self, tokens: float) -> float:
         """Prefill attention of one prompt of ``tokens`` tokens (its own keys), remembered per ``tokens``."""
