@@ -236,7 +236,6 @@ class Engine:
             if cb is not None:
                 events.append((cb, self._event(s, sampled) if scored else
                                Event(s.out[-1], s.finish_reason, len(s.prompt), len(s.out), None, s.stop_reason)))
-        self.dispatch(events)
         seconds = time.perf_counter() - t0
         self.log.append(Iteration(plan.kind, len(plan.decode), plan.prefill_tokens, len(plan.chunks), seconds))
         m = self.metrics
@@ -248,6 +247,8 @@ class Engine:
         m.vllm.generation_tokens += len(got)
         m.vllm.iteration_tokens.observe(plan.prefill_tokens + len(plan.decode))
         self._gauges()
+        # the counters first: a client that reads /metrics as soon as its response ends sees its own tokens
+        self.dispatch(events)
 
     @staticmethod
     def _event(s: Seq, sampled: Any) -> Event:
