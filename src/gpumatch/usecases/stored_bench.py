@@ -48,14 +48,10 @@ def load_run(store: Path | str | None, run_id: int, raw: bool = False) -> dict[s
     """One bench run: ``run`` (the record), ``manifest``, ``cases``, ``results`` (flat rows), ``failures`` and
     ``ceilings`` (each result against the card's catalog ceiling: :func:`gpumatch.lab.ceiling.ceiling_rows`); with
     ``raw``, each row also carries its raw timings ``raw_s`` (seconds) when stored."""
-    from gpumatch.store import open_existing_store
+    from gpumatch.usecases.stored import of_kind, read_run
 
-    with open_existing_store(store) as st:
-        data = st.export_run(run_id)
+    data = read_run(store, run_id, "bench run", "'gpumatch bench list' lists the bench runs", of_kind("bench"))
     run = data["run"]
-    if run.get("kind") != "bench":
-        raise InputError(f"run {run_id} is a {run.get('kind')} run, not a bench run",
-                         "'gpumatch bench list' lists the bench runs")
     manifest = run.get("manifest") or {}
     out = {"run": {k: v for k, v in run.items() if k != "manifest"}, "manifest": manifest,
            "cases": [e["data"] for e in data["events"] if e["kind"] == "case"],

@@ -10,8 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpumatch.errors import InputError
-
 _LADDER = {"ladder_tokens_per_s": "tokens_per_s", "ladder_step_s": "step_s",
            "ladder_per_added_gpu_tokens_per_s": "per_added_gpu_tokens_per_s",
            "ladder_scaling_efficiency": "scaling_efficiency", "ladder_delivers_gpus": "delivers_gpus",
@@ -59,14 +57,11 @@ def _collective_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def load_scale_run(store: Path | str | None, run_id: int, raw: bool = False) -> dict[str, Any]:
     """One stored scale run: ``run``, ``manifest``, ``ladder``, ``collectives``, ``failures``, ``notes`` and
     ``ranks`` (the per-rank rows; their ``extra`` with the raw timings only when ``raw``)."""
-    from gpumatch.store import open_existing_store
+    from gpumatch.usecases.stored import of_kind, read_run
 
-    with open_existing_store(store) as st:
-        data = st.export_run(run_id)
+    data = read_run(store, run_id, "scale run", "'gpumatch runs list' lists the runs and their kinds",
+                    of_kind("scale"))
     run = data["run"]
-    if run.get("kind") != "scale":
-        raise InputError(f"run {run_id} is a {run.get('kind')} run, not a scale run",
-                         "'gpumatch runs list' lists the runs and their kinds")
     manifest = run.get("manifest") or {}
     results = [{"metric": r["metric"], "value": r["value"], "unit": r["unit"], "config": r.get("config") or {},
                 "extra": r.get("extra") or {}} for r in data["results"]]

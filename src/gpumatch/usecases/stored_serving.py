@@ -19,7 +19,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from gpumatch.errors import InputError
 from gpumatch.metric_names import SERVE_KIND, canonical_metric, source_tool, vllm_key
 
 SAMPLE_METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -29,14 +28,10 @@ SAMPLE_METRICS = ("ttft", "tpot", "itl", "e2e")
 def load_serve_run(store: Path | str | None, run_id: int, raw: bool = False) -> dict[str, Any]:
     """``{"run", "manifest", "config", "source", "levels", "failures"}``; each level with ``requests`` when ``raw``
     (gpumatch runs; imported runs keep no per-request records in that shape)."""
-    from gpumatch.store import open_existing_store
+    from gpumatch.usecases.stored import read_run
 
-    with open_existing_store(store) as st:
-        data = st.export_run(run_id)
+    data = read_run(store, run_id, "serve run", "'gpumatch bench list' lists the runs", is_serving)
     run = data["run"]
-    if not is_serving(run, data["results"]):
-        raise InputError(f"run {run_id} is a {run.get('kind')} run, not a serve run",
-                         "'gpumatch bench list' lists the runs")
     levels = [dict(e["data"]) for e in data["events"] if e["kind"] == "level"]
     if raw:
         by_level: dict[int, list[dict[str, Any]]] = {}
@@ -122,16 +117,12 @@ def serving_run(store: Path | str | None, run_id: int) -> dict[str, Any]:
     row per stored result: canonical ``metric``, ``value`` (SI), ``unit``, ``config``, ``load`` (its
     :func:`~gpumatch.usecases.stored_bench.load_key`), ``n``) and ``samples`` (load -> metric prefix -> raw per-request
     values in s, where the run keeps them: gpumatch's ``request`` events, vLLM's per-request arrays)."""
-    from gpumatch.store import open_existing_store
+    from gpumatch.usecases.stored import read_run
     from gpumatch.usecases.stored_bench import load_key
 
-    with open_existing_store(store) as st:
-        data = st.export_run(run_id)
+    data = read_run(store, run_id, "serving run", "'gpumatch bench list' lists the runs; 'bench compare' compares "
+                    "two bench runs or two serving runs", is_serving)
     run = data["run"]
-    if not is_serving(run, data["results"]):
-        raise InputError(f"run {run_id} is a {run.get('kind')} run, not a serving run",
-                         "'gpumatch bench list' lists the runs; 'bench compare' compares two bench runs or two "
-                         "serving runs")
     manifest = run.get("manifest") or {}
     rows = [{"metric": canonical_metric(str(r["metric"])), "value": r["value"], "unit": r["unit"],
              "config": r.get("config") or {}, "load": load_key(r.get("config") or {}),
