@@ -37,9 +37,19 @@ attention of a prompt's first ``x`` tokens, each prompt's own (:func:`gpumatch.e
 .prefill_attention_s`; a chunk starting at ``s`` costs ``A(s + t) − A(s)``); ``host`` the engine's per-pass CPU
 cost. A pass without decodes (the first burst, SGLang's prefill passes) pays the one-token prefill for the weights
 instead of ``D`` and ``L(1 + T) − L(1)`` for its tokens. A request's first token comes at the end of the pass that
-computes its last prompt chunk; then one token per pass it takes part in. Decode-only stretches between events (a
-request finishing, the KV cache filling) are advanced in one step at the stretch's mean context, so the cost is
-linear in the number of requests, not passes.
+computes its last prompt chunk; then one token per pass it takes part in.
+
+Arrivals: a client sends its next request when its last token reaches it, after the pass that made that token;
+the request reaches the scheduler a few milliseconds later (the token's delivery, the new request's parsing,
+tokenization and hand-over to the engine loop), and by then the engine has already started its next pass with the
+requests it had: engines do not hold a pass for a request that may come (vLLM V1's engine-core loop, SGLang's
+event loop and TensorRT-LLM's executor take new requests when they schedule a pass). So a request that replaces
+a finished one joins the pass after next, having waited one whole pass; only an idle engine (nothing running or
+waiting) takes it at once. Measured from the client's send, the delivery delays cancel: TTFT = the pass it
+waits + the passes of its prompt. The first burst (C requests at t = 0, engine idle) waits for nothing.
+
+Decode-only stretches between events (a request finishing or arriving, the KV cache filling) are advanced in one
+step at the stretch's mean context, so the cost is linear in the number of requests, not passes.
 
 Lengths: each request's prompt and output length are drawn uniformly from the integers in ``[r L, L]`` (``r`` =
 ``length_low``; 1 = fixed lengths), the nominal ``L`` and ``r`` as SGLang's and InferenceX's
@@ -276,6 +286,9 @@ class _Loop:
         self.t = 0.0
         self.sent = 0
         self.waiting: deque[int] = deque()
+        self.pending: list[int] = []
+        """Requests sent at the end of the last pass: they reach the scheduler while the next pass runs
+        (module docstring, "Arrivals")."""
         self.run = np.zeros(0, dtype=np.int64)
         self.kv_used = 0
         self.reserved = 0
@@ -292,16 +305,25 @@ class _Loop:
         """Scheduling steps taken (:meth:`_pass` calls): the replay's cost, bounded by :data:`MAX_PASSES`."""
         for _ in range(self.clients):
             self._send()
+        self._arrive()  # the first burst finds the engine idle
 
     def _send(self) -> None:
         i = self.sent
         self.arrive[i] = self.t
         self.todo[i] = self.prompts[i]
-        self.waiting.append(i)
+        self.pending.append(i)
         self.sent += 1
 
+    def _arrive(self) -> None:
+        """The requests sent so far reach the scheduler's queue, in the order they were sent."""
+        self.waiting.extend(self.pending)
+        self.pending.clear()
+
     def step(self) -> None:
-        """One pass with prompt chunks, or a stretch of decode-only passes up to the next event."""
+        """One pass with prompt chunks, or a stretch of decode-only passes up to the next event (a request
+        arriving ends a stretch after its first pass)."""
+        if self.pending and not (self.run.size or self.waiting):
+            self._arrive()  # an idle engine takes them at once
         none = np.zeros(0, dtype=np.int64)
         if self.s.schedule == "alternate" and self._prefill_ready():
             chunks = self._chunks(0)
@@ -315,7 +337,7 @@ class _Loop:
             return
         if not decoders.size:
             raise Stalled("no request can run")  # unreachable when the longest request fits the pool
-        steps = int(np.min(self.outs[decoders] - self.made[decoders]))
+        steps = 1 if self.pending else int(np.min(self.outs[decoders] - self.made[decoders]))
         if not self.s.reserve:
             steps = min(steps, int(self.s.kv_tokens - self.kv_used) // decoders.size)
         self._pass(decoders, [], max(steps, 1))
@@ -427,6 +449,7 @@ class _Loop:
                 if math.isnan(self.first[i]):
                     self.first[i] = self.t
                     self.ttft[i] = self.t - self.arrive[i]
+        self._arrive()  # those sent before this pass reached the queue while it ran
         self._finish()
 
     def _finish(self) -> None:

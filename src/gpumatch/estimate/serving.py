@@ -17,7 +17,9 @@ computed, ``h`` the prefix-cache hit ratio), output ``O``:
 - alternating passes (SGLang): decode passes ``d = D(B, ctx) + host(B)``, and per decode pass ``f`` prefill passes of
   ``m`` prompts each (the full cost of a separate forward, ``F(m)``): ``τ = d + f · F(m)``;
 - TPOT = ITL = ``τ``; TTFT = ``C / λ - (O - 1) τ`` (Little's law over the whole loop: queueing for admission or
-  for the budget included), which is at least half a pass in flight + the request's own prefill chunk passes.
+  for the budget included), which is at least the wait for a pass to join + the request's own prefill chunk
+  passes; the wait is a whole pass in a closed loop (the client sends the next request just after a pass ended,
+  and it misses the pass the engine starts at once: :data:`CLOSED_LOOP_WAIT`), half a pass for Poisson arrivals.
 
 The fixed point is iterated (damped, at most :data:`MAX_ITERATIONS`) until the pass time changes by less than
 :data:`TOLERANCE` (relative). Open loop (rate ``λ`` given): the same pass equations with ``λ`` fixed, plus an
@@ -55,6 +57,14 @@ MAX_ITERATIONS = 200
 TOLERANCE = 1e-6
 """Relative change of the pass time at which the fixed point stops."""
 DEFAULT_ENGINE = "vllm"
+CLOSED_LOOP_WAIT = 1.0
+"""Passes a request of a closed loop waits before it joins one: its client sends it when the previous request's
+last token arrives, a few milliseconds after the pass that made it, and the engine has started its next pass by
+then (engines do not hold a pass for a request that may come), so it joins the pass after (a whole pass;
+:mod:`gpumatch.estimate.replay`, "Arrivals")."""
+OPEN_LOOP_WAIT = 0.5
+"""Passes a Poisson arrival waits on average before it joins one: it comes at a random point of the pass in flight
+(the residual of a pass of nearly constant length)."""
 
 
 class _Strict(BaseModel):
@@ -312,12 +322,13 @@ def kv_slots(m: ModelNums, c: Case, profile: EngineProfile, pool: float, prompt:
 
 
 def _pass_equations(
-    k: _Costs, lam: float, tau: float, budget: float, others: float
+    k: _Costs, lam: float, tau: float, budget: float, others: float, wait: float
 ) -> tuple[float, float, float, float, float]:
     """(new TPOT, decode batch B, prompts per pass n, own time to first token in the engine, budget left) at rate
     ``lam`` and pass time ``tau``, seen by one request (Palm view): it decodes with the others that decode and
     shares passes with the others' prefills, ``others`` being the share of the requests in flight that are
-    not itself (``(N - 1) / N`` in a closed loop of N, 1 for Poisson arrivals, which see time averages)."""
+    not itself (``(N - 1) / N`` in a closed loop of N, 1 for Poisson arrivals, which see time averages). A request
+    arriving while others run first waits ``wait`` of a pass: :data:`CLOSED_LOOP_WAIT` or :data:`OPEN_LOOP_WAIT`."""
     o1 = max(k.gen - 1.0, 0.0)
     b = lam * o1 * tau
     n = lam * tau
@@ -329,7 +340,7 @@ def _pass_equations(
         per_mb = n_o / float(roofline.pipeline_micro_batches(k.c, 1.0 + b_o + n_o))
         new = k.decode(1.0 + b_o) + k.host(1.0 + b_o + n_o) + k.marginal(1.0 + b_o, per_mb, left)
         own_pass = k.decode(b_o) + k.host(b_o + 1.0 + n_o)
-        own = 0.5 * new * others + chunks * own_pass + k.marginal(b_o, 1.0 + per_mb, left)
+        own = wait * new * others + chunks * own_pass + k.marginal(b_o, 1.0 + per_mb, left)
         return new, b, n, own, left
     # alternate: prefill passes gather the prompts waiting, up to the budget, and pause the decodes
     fit = left / max(k.computed, 1.0) if budget > 0 else math.inf
@@ -337,7 +348,7 @@ def _pass_equations(
     passes = max(min(1.0, n_o), n_o / per_pass) * chunks
     f = k.prefill(per_pass, k.computed / chunks) + k.host(per_pass)
     new = k.decode(1.0 + b_o) + k.host(1.0 + b_o) + passes * f
-    own = 0.5 * new * others + chunks * (k.prefill(max(1.0, min(1.0 + n_o, fit)), k.computed / chunks)
+    own = wait * new * others + chunks * (k.prefill(max(1.0, min(1.0 + n_o, fit)), k.computed / chunks)
                                          + k.host(1.0 + n_o))
     return new, b, n, own, left
 
@@ -352,7 +363,7 @@ def _closed(k: _Costs, running: float, budget: float, clients: float) -> tuple[f
     det: dict[str, float] = {}
     it = 0
     for it in range(1, MAX_ITERATIONS + 1):  # noqa: B007 -- the count is reported
-        new, b, n, own, left = _pass_equations(k, lam, tau, budget, others)
+        new, b, n, own, left = _pass_equations(k, lam, tau, budget, others, CLOSED_LOOP_WAIT)
         tau_next = 0.5 * tau + 0.5 * new
         life = own + o1 * tau_next
         lam_engine = running / life
@@ -374,7 +385,7 @@ def _open(k: _Costs, lam: float, budget: float, tau0: float | None = None) -> tu
     det: dict[str, float] = {}
     it = 0
     for it in range(1, MAX_ITERATIONS + 1):  # noqa: B007
-        new, b, n, own, _ = _pass_equations(k, lam, tau, budget, 1.0)
+        new, b, n, own, _ = _pass_equations(k, lam, tau, budget, 1.0, OPEN_LOOP_WAIT)
         tau_next = 0.5 * tau + 0.5 * new
         det = {"b": b, "n": n, "own": own}
         done = abs(tau_next - tau) <= TOLERANCE * tau

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from gpumatch.cli.app import app, main
 from gpumatch.errors import InputError
 from gpumatch.estimate import Request, estimate
-from gpumatch.estimate.replay import Benchmark, Scheduler, Stalled, _Costs, request_lengths, run
+from gpumatch.estimate.replay import Benchmark, Scheduler, Stalled, _Costs, _Loop, request_lengths, run
 
 D, A, F = 0.010, 1e-5, 0.004
 """Synthetic costs: a decode step of any batch takes D s, a prompt token A s, a pass without decodes F s."""
@@ -50,6 +50,23 @@ def test_tpot_is_the_mean_gap_after_the_first_token() -> None:
     assert r.ttft_s == pytest.approx(F + 100 * A)
     assert r.e2e_s == pytest.approx(F + 100 * A + 10 * D)
     assert r.requests_per_s == pytest.approx(1 / r.e2e_s)
+
+
+def test_a_request_that_replaces_a_finished_one_waits_for_the_pass_in_flight() -> None:
+    # two clients: request 0 (prompt 100, 3 tokens) ends while request 1 (prompt 100, 20 tokens) still decodes;
+    # the client's next request (2) reaches the scheduler after the engine started the next pass with request 1
+    # alone, so it joins the pass after: it waits one decode pass D, then its own mixed pass D + 100 A.
+    prompts, outs = np.array([100, 100, 100]), np.array([3, 20, 3])
+    loop = _Loop(flat_costs(), sched(), 2, prompts, outs)
+    while loop.done < loop.n:
+        loop.step()
+    assert loop.ttft[0] == pytest.approx(F + 200 * A)  # the first burst: the engine was idle
+    assert loop.ttft[2] == pytest.approx(D + (D + 100 * A))
+    # with one client the engine is idle when the next request comes: it starts at once
+    solo = _Loop(flat_costs(), sched(), 1, prompts, outs)
+    while solo.done < solo.n:
+        solo.step()
+    assert solo.ttft[1] == pytest.approx(F + 100 * A) and solo.ttft[2] == pytest.approx(F + 100 * A)
 
 
 def test_alternating_prefill_passes_pause_decoding() -> None:
