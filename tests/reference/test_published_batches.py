@@ -25,7 +25,7 @@ from gpumatch.models import get_model
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "published"
-BATCHES = ("2026-12-06", "2026-12-07")
+BATCHES = ("2026-12-06", "2026-12-07", "2026-12-07b")
 """Batches in the order they were collected; each must bring back no row id or source of an earlier one."""
 OLDER = (("engine-rows-2026-12-04.toml", "engine-rows-2026-12-04b.toml", "engine-rows-2026-12-04c.toml"),
          ("engine-serving.toml", "trtllm-serving.toml", "engine-measured-2026-12-04c.toml"))
