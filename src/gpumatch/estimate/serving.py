@@ -62,6 +62,10 @@ CLOSED_LOOP_WAIT = 1.0
 last token arrives, a few milliseconds after the pass that made it, and the engine has started its next pass by
 then (engines do not hold a pass for a request that may come), so it joins the pass after (a whole pass;
 :mod:`gpumatch.estimate.replay`, "Arrivals")."""
+TTFT_LEAVES_OUT = ("the engine front end's fixed cost per request (HTTP, chat template, tokenization, hand-over to "
+                   "the engine loop, streaming): published TTFTs at one to four clients exceed the prediction by about "
+                   "3 ms to 70 ms, by engine, version and host (docs/estimators.md, 'Fifth and sixth batches')")
+"""What a serving TTFT does not include: it counts the engine's passes (wait, prefill chunks, queueing) only."""
 OPEN_LOOP_WAIT = 0.5
 """Passes a Poisson arrival waits on average before it joins one: it comes at a random point of the pass in flight
 (the residual of a pass of nearly constant length)."""
@@ -224,7 +228,7 @@ class Serving:
             "model": "steady-state" if self.benchmark is None else "benchmark-replay",
             "steady_state_ttft_s": self.steady_ttft_s, "steady_state_tpot_s": self.steady_tpot_s,
             "replay": None if self.benchmark is None else self.benchmark.summary(),
-            "replay_skipped": self.replay_note or None,
+            "replay_skipped": self.replay_note or None, "ttft_leaves_out": TTFT_LEAVES_OUT,
         }  # fmt: skip
 
 

@@ -141,9 +141,10 @@ def _ttft_basis(sv: dict[str, Any], secs: Callable[[Any], str]) -> str:
     state's."""
     rp = sv.get("replay")
     if rp is None:
-        return "mean, at steady state: pass in flight, own prefill, queueing"
+        return "mean, at steady state: pass in flight, own prefill, queueing; engine passes only"
     return (f"mean of the benchmark; p50 {secs(rp['ttft_p50_s'])}, p99 {secs(rp['ttft_p99_s'])}, first "
-            f"burst {secs(rp['first_wave_ttft_s'])}; steady state {secs(sv['steady_state_ttft_s'])}")
+            f"burst {secs(rp['first_wave_ttft_s'])}; steady state {secs(sv['steady_state_ttft_s'])}; engine "
+            "passes only")
 
 
 def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:

@@ -275,3 +275,16 @@ def test_every_serve_estimate_states_its_kv_precision_and_why(engine: str, preci
         Request(task="serve", engine=engine, precision=precision, num_prompts=0, kv_precision="fp8", concurrency=8),
     )
     assert asked.precision["kv"] == "fp8" and asked.precision["kv_basis"] == "--kv-precision"
+
+
+@pytest.mark.parametrize("extra", [[], ["--num-prompts", "0"]])
+def test_a_serve_estimate_says_its_ttft_counts_the_engine_passes_only(extra: list[str]) -> None:
+    # published TTFTs at one to four clients exceed the prediction by a front-end cost per request that depends on
+    # the engine, its version and the host (docs/estimators.md): the estimate names what it leaves out
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve", "--concurrency", "4",
+            *extra]
+    runner = CliRunner()
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0 and "engine passes only" in " ".join(table.output.split())
+    doc = json.loads(runner.invoke(app, [*args, "--format", "json"]).output)
+    assert "front end's fixed cost per request" in doc["serving"]["ttft_leaves_out"]
