@@ -61,6 +61,7 @@ def test_ddp_ladder_1_2_into_sqlite(tmp_path: Path) -> None:
     table = _invoke("bench", "show", str(run.run_id), "--store", db)
     assert "scaling ladder" in table and "delivers k" in table and max(map(len, table.splitlines())) <= 80
     doc = json.loads(_invoke("bench", "show", str(run.run_id), "--store", db, "-f", "json"))
+    assert not doc["failures"], doc["failures"]
     one, two = doc["ladder"]
     assert two["scaling_efficiency"] == pytest.approx(two["tokens_per_s"] / (2 * one["tokens_per_s"]))
     assert two["delivers_gpus"] == pytest.approx(two["tokens_per_s"] / one["tokens_per_s"])

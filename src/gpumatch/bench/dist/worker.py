@@ -95,6 +95,10 @@ def main(argv: list[str]) -> int:
     try:
         record = rank_record(rank, spec, run_workload(rank, spec))
         write_record(out_dir, record)
+        # ranks leave together: one that tears its connections down while a peer's last collective is still in
+        # flight can abort in the backend (gloo: "terminate called without an active exception", seen on a loaded
+        # 2-core machine); only on success, since a barrier after a peer died would wait for it
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0
