@@ -61,14 +61,6 @@ def _totals(cases: list[EngineCase], loops: dict[str, str]) -> list[str]:
     return out
 
 
-def _median_prediction(c: EngineCase) -> tuple[float | None, str]:
-    """The prediction a published median TTFT is held against: the replay's median where the benchmark was replayed,
-    else the steady state's TTFT (the only figure a time-window or open-loop estimate has), and which it was."""
-    if c.predicted_ttft_p50_s is not None:
-        return c.predicted_ttft_p50_s, "replay median"
-    return c.predicted_ttft_s, "steady state"
-
-
 def _medians(cases: list[EngineCase], loops: dict[str, str]) -> list[str]:
     """The section of the rows that publish a median TTFT (and no mean, or beside it): per cohort and per row."""
     rows = [c for c in cases if c.ttft_median_s]
@@ -77,12 +69,12 @@ def _medians(cases: list[EngineCase], loops: dict[str, str]) -> list[str]:
     groups: dict[tuple[str, str, str, str, str], list[float]] = {}
     lines = ["| case | loop | C | TTFT median published | gpumatch | of | error |", "|---|---|---|---|---|---|---|"]
     for c in rows:
-        pred, basis = _median_prediction(c)
-        err = (pred - c.ttft_median_s) / c.ttft_median_s if pred is not None and c.ttft_median_s else float("nan")
+        basis = "replay median" if c.predicted_ttft_p50_s is not None else "steady state"
+        err = c.compared_ttft_median_error
         loop = loops.get(c.case_id, "closed")
         groups.setdefault((loop, c.gpu, c.engine, c.model, f"tp{c.tp} {c.precision}"), []).append(err)
         lines.append(f"| {c.case_id} | {loop} | {c.concurrency} | {_ms_or_dash(c.ttft_median_s)} | "
-                     f"{_ms_or_dash(pred)} | {basis} | {_pct(err)} |")
+                     f"{_ms_or_dash(c.compared_ttft_median_s)} | {basis} | {_pct(err)} |")
     table = ["| loop | card | engine | model | tp, weights | rows | TTFT median abs err | signed mean | "
              "within 20 % |", "|---" * 9 + "|"]
     for (loop, gpu, engine, model, weights), errs in sorted(groups.items()):

@@ -180,6 +180,18 @@ class EngineCase:
         return _rel_error(self.predicted_ttft_p50_s, self.ttft_median_s)
 
     @property
+    def compared_ttft_median_s(self) -> float | None:
+        """The predicted TTFT a published median is held against: the replay's median, else (no replay: a
+        time-window or open-loop row) the steady state's one TTFT, which stands for its median too, as in
+        :attr:`compared_tpot_s`."""
+        return self.predicted_ttft_p50_s if self.predicted_ttft_p50_s is not None else self.predicted_ttft_s
+
+    @property
+    def compared_ttft_median_error(self) -> float:
+        """:attr:`compared_ttft_median_s` against the published median; NaN where either is missing."""
+        return _rel_error(self.compared_ttft_median_s, self.ttft_median_s)
+
+    @property
     def steady_ttft_error(self) -> float:
         """The steady state's TTFT against the published mean; NaN where either is missing."""
         return _rel_error(self.steady_ttft_s, self.ttft_s)

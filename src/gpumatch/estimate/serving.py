@@ -62,13 +62,13 @@ CLOSED_LOOP_WAIT = 1.0
 last token arrives, a few milliseconds after the pass that made it, and the engine has started its next pass by
 then (engines do not hold a pass for a request that may come), so it joins the pass after (a whole pass;
 :mod:`gpumatch.estimate.replay`, "Arrivals")."""
-TTFT_LEAVES_OUT = ("the engine front end's fixed cost per request (HTTP, chat template, tokenization, hand-over to "
-                   "the engine loop, streaming): published TTFTs at one to four clients exceed the prediction by about "
-                   "3 ms to 70 ms, by engine, version and host (docs/estimators.md, 'Fifth and sixth batches')")
-"""What a serving TTFT does not include: it counts the engine's passes (wait, prefill chunks, queueing) only."""
 OPEN_LOOP_WAIT = 0.5
 """Passes a Poisson arrival waits on average before it joins one: it comes at a random point of the pass in flight
 (the residual of a pass of nearly constant length)."""
+TTFT_LEAVES_OUT = ("the engine front end's fixed cost per request (HTTP, chat template, tokenization, hand-over to "
+                   "the engine loop, streaming): published TTFTs at one to four clients exceed the prediction by about "
+                   "3 ms to 72 ms, by engine, version and host (docs/estimators.md, 'Fifth and sixth batches')")
+"""What a serving TTFT does not include: it counts the engine's passes (wait, prefill chunks, queueing) only."""
 
 
 class _Strict(BaseModel):
