@@ -8,11 +8,14 @@ The ceiling of a result (docs/bench.md, "Ratios to the card's ceilings"):
 - copy and read bandwidth, decode steps: the catalog's HBM bandwidth, against the achieved B/s (a decode step's
   ``bytes_per_step`` / its time); a decode step is also read against the run's measured copy bandwidth (its MBU).
 
-The reason comes only from what the run recorded for that case (the NVML summary of its window:
-:mod:`gpumatch.lab.telemetry`): thermal or hardware slowdown, the share of the window at the power cap (the
-violation counter when read, else the share of 10 Hz samples with the reason bit), the mean SM clock against the
-card's maximum; for fp8 GEMMs the shape against cuBLAS's 128-wide tiles. Where the telemetry
-shows none of these, the reason says so: the kernels themselves fall short of the ceiling.
+The reason comes only from what the run recorded (the NVML summary of the case's window:
+:mod:`gpumatch.lab.telemetry`; a step's own power window) and from the row's shape: ``reason`` is the one cause
+:func:`reason` ranks first (thermal or hardware slowdown, a GEMM shape under the ridge point, a copy that does not
+reach the catalog bandwidth, the power limit, a low SM clock, fp8 dimensions off the 128-wide tiles), short enough
+for one line; ``reason_detail`` lists everything the telemetry shows (:func:`evidence`): the share of the window at
+the power cap (the violation counter when read, else the share of 10 Hz samples with the reason bit), the mean SM
+clock against the card's maximum, whether the window was mostly start-up. Where none of these shows, the reason
+says so: the kernels themselves fall short of the ceiling.
 """
 
 from __future__ import annotations
@@ -75,8 +78,42 @@ IDLE_WINDOW = 0.5
 start-up, compilation): its mean power and clock then describe the idle card, not the timed kernels."""
 
 
-def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> str:
-    """Why a result is low, from its case's telemetry only (module docstring); one line."""
+POWER_SHARE = 0.05
+"""A power-cap share of the case window (counter or samples) from which the cap is named as a reason (the
+verdict's ``valid-power-capped`` threshold, :mod:`gpumatch.telemetry.verdict`)."""
+AT_LIMIT = 0.95
+"""Timed steps whose mean power is at least this share of the enforced limit ran at the power limit."""
+OPERAND_BYTES = {"fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
+"""Bytes per operand element of a GEMM by precision (fp8 writes a bf16 output: :func:`gemm_bytes`)."""
+
+
+def gemm_bytes(m: int, n: int, k: int, precision: str) -> float:
+    """Bytes a GEMM ``(m × k) · (k × n)`` must move at least: both operands read once and the output written
+    once (fp8 ``_scaled_mm`` writes bf16). The roofline's minimum traffic (Williams et al. 2009)."""
+    elt = OPERAND_BYTES.get(precision, 2.0)
+    return (m * k + k * n) * elt + m * n * (2.0 if precision == "fp8" else elt)
+
+
+def _memory_bound(row: dict[str, Any], spec: Any) -> str | None:
+    """For a GEMM-shaped row whose arithmetic intensity 2mnk / :func:`gemm_bytes` is under the card's ridge
+    (dense peak / HBM bandwidth): the bandwidth it reached, as the reason it cannot reach the FLOP ceiling."""
+    cfg = row.get("config") or {}
+    if spec is None or not {"m", "n", "k"} <= cfg.keys() or row.get("metric") not in FLOP_METRICS:
+        return None
+    prec = str(cfg.get("precision") or "bf16")
+    peak, bw = spec.peak_flops_per_s.get(prec), float(spec.memory_bandwidth_bytes_per_s)
+    m, n, k = (int(cfg[d]) for d in "mnk")
+    moved = gemm_bytes(m, n, k, prec)
+    intensity = 2.0 * m * n * k / moved
+    if not peak or intensity >= float(peak) / bw:
+        return None
+    reached = float(row["measured"]) / intensity
+    return f"memory-bound (M={m}): {reached / 1e12:.2f} TB/s, {reached / bw:.0%} of HBM"
+
+
+def evidence(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> list[str]:
+    """Everything the case's telemetry and the row's own power window say about a low result (module
+    docstring), most severe first; :func:`reason` picks one of them."""
     parts = []
     t = telemetry or {}
     thermal, t_src = _share(t, "thermal", "thermal_frac")
@@ -93,11 +130,9 @@ def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict
         parts.append(f"case window {idle:.0%} low-utilization (start-up): its clock and power means are not the "
                      "kernels'")
     clock = t.get("sm_clock_mhz_mean")
-    slow_clock = bool(clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW)
-    if clock and max_sm_mhz and slow_clock:
+    if clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW:
         parts.append(f"SM clock {clock:.0f} MHz = {clock / max_sm_mhz:.0%} of max {max_sm_mhz:.0f}")
-    steady = row.get("power_window_w")
-    limit = row.get("power_limit_w")
+    steady, limit = row.get("power_window_w"), row.get("power_limit_w")
     if steady and limit:
         parts.append(f"timed steps at {steady:.0f} W = {steady / limit:.0%} of the {limit:.0f} W limit")
     cfg = row.get("config") or {}
@@ -107,9 +142,53 @@ def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict
                                          ", dims multiples of 128"))
     if not t:
         parts.append("no telemetry recorded for this case")
-    elif not (thermal or power or t.get("hw_slowdown_frac") or slow_clock or idle > IDLE_WINDOW):
-        parts.append("telemetry shows no throttling: the kernels fall short")
-    return "; ".join(parts)
+    return parts
+
+
+def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any],
+           spec: Any = None) -> str:
+    """The one reason a result is low, short enough for one line (under 45 characters), first of:
+
+    1. thermal or hardware slowdown in the case window;
+    2. a GEMM shape under the card's ridge point (:func:`_memory_bound`): bandwidth, not FLOP/s, bounds it;
+    3. a decode step at :data:`LOW_RATIO` or more of the run's measured copy: the catalog bandwidth is what the
+       card's own copy does not reach (``row["mbu_vs_copy"]``, ``row["copy_bytes_per_s"]``);
+    4. timed steps at :data:`AT_LIMIT` of the enforced power limit, else the power cap for :data:`POWER_SHARE` or
+       more of the case window;
+    5. a mean SM clock under 95% of the card's maximum (in a window that is not mostly start-up);
+    6. fp8 dimensions off cuBLAS's 128-wide tiles;
+    7. otherwise: no telemetry, or none of these, so the kernels themselves fall short.
+    """
+    t = telemetry or {}
+    thermal, t_src = _share(t, "thermal", "thermal_frac")
+    if thermal:
+        return f"thermal slowdown {thermal:.0%} {t_src.replace('the case window', 'window')}"
+    if t.get("hw_slowdown_frac"):
+        return f"HW slowdown {t['hw_slowdown_frac']:.0%} of samples"
+    shape = _memory_bound(row, spec)
+    if shape:
+        return shape
+    if spec is not None and row.get("mbu_vs_copy", 0.0) >= LOW_RATIO and row.get("copy_bytes_per_s"):
+        copy = float(row["copy_bytes_per_s"]) / float(spec.memory_bandwidth_bytes_per_s)
+        return f"copy is {copy:.2f} of catalog HBM"
+    steady, limit = row.get("power_window_w"), row.get("power_limit_w")
+    if steady and limit and steady >= AT_LIMIT * limit:
+        return f"power limit: {steady:.0f} of {limit:.0f} W in steps"
+    power, src = _share(t, "power", "power_cap_frac")
+    if power and power >= POWER_SHARE:
+        return f"power cap {power:.0%} {src.replace('the case window', 'window')}"
+    idle = float((t.get("violation_duty") or {}).get("low_utilization") or 0.0)
+    clock = t.get("sm_clock_mhz_mean")
+    if clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW:
+        return f"SM clock {clock:.0f} MHz = {clock / max_sm_mhz:.0%} of max"
+    cfg = row.get("config") or {}
+    if cfg.get("precision") == "fp8" and {"m", "n", "k"} <= cfg.keys():
+        odd = [f"{d}={cfg[d.lower()]}" for d in "MNK" if int(cfg[d.lower()]) % 128]
+        if odd:
+            return f"fp8 tile: {', '.join(odd)} not a multiple of 128"
+    if not t:
+        return "no telemetry recorded for this case"
+    return "no throttling recorded: kernels fall short"
 
 
 def _row_key(r: dict[str, Any], name: str) -> str:
@@ -157,6 +236,8 @@ def ceiling_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         if r["metric"] == "decode_step_s" and copy:
             row.update(copy_bytes_per_s=copy, mbu_vs_copy=achieved / copy)
         if row["ceiling_ratio"] < LOW_RATIO:
-            row["reason"] = reason(tele.get(r.get("case")), max_sm_mhz, r)
+            r = {**r, **row}
+            row["reason"] = reason(tele.get(r.get("case")), max_sm_mhz, r, spec)
+            row["reason_detail"] = "; ".join(evidence(tele.get(r.get("case")), max_sm_mhz, r))
         out.append(row)
     return out
