@@ -261,3 +261,23 @@ def test_adapter_train_case_refuses_a_master_copy_or_no_rank() -> None:
         train_case(tiny_shape(), 1, 8, "none", "fp32", torch.device("cpu"), variant="lora", lora_rank=4)
     with pytest.raises(ValueError, match="lora_rank >= 1"):
         train_case(tiny_shape(), 1, 8, "none", "none", torch.device("cpu"), variant="qlora", lora_rank=0)
+
+
+def test_the_graph_launch_row_reports_its_percentiles_per_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``launch_graph_kernel_s`` is one replay of a graph of N kernels over N; its p50/p90 are per kernel too
+    (they were whole replays: 0.991 ms beside a 0.991 µs value in the H100 quick run of 2026-12-07)."""
+    import torch
+
+    import gpumatch.bench.micro as micro
+    from gpumatch.bench import cases
+
+    replays = [1.0e-3 + i * 1e-6 for i in range(20)]
+    fake = {"eager_op_timing": {"raw_s": [6e-6] * 20}, "eager_op_s": 6e-6, "graph_kernels": 1000,
+            "graph_many_timing": {"raw_s": replays, "median_s": 1.0095e-3}, "graph_kernel_s": 1.0095e-6}
+    monkeypatch.setattr(micro, "launch_case", lambda dev: fake)
+    rows = {r["metric"]: r for r in cases._launch({}, torch.device("cpu"))["results"]}
+    graph = rows["launch_graph_kernel_s"]
+    assert graph["value"] == pytest.approx(1.0095e-6)
+    assert graph["extra"]["p50_s"] == pytest.approx(graph["value"], rel=1e-9)
+    assert max(graph["extra"]["raw_s"]) < 1.1e-6 and graph["extra"]["graph_replay_p50_s"] == 1.0095e-3
+
