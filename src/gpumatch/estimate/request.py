@@ -141,6 +141,10 @@ class Request(BaseModel):
     kv_block: int | None = None
     gpus_per_node: int = 8
     cuda_graphs: bool | None = None
+    fused_kernels: bool | None = None
+    """Inference: the decoder runs split-KV decode attention and fused elementwise kernels (serving engines; the
+    bench's ``fused`` / ``fused-graph`` decoder); None = only for ``serve``. Without split-KV a decode step's
+    attention gets one thread block per sequence and KV head (:func:`gpumatch.estimate.roofline.decode_step`)."""
     offload_optimizer: bool = False
     prefill_chunk: int = 8192
     price_basis: str = DEFAULT_BASIS

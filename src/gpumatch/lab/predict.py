@@ -4,7 +4,8 @@ Predictions go through :mod:`gpumatch.calibrate` (the one mapping of a bench row
 :func:`~gpumatch.calibrate.cases.arch_of`, :func:`~gpumatch.calibrate.cases.train_setup`,
 :func:`~gpumatch.calibrate.compare.predict`):
 
-- ``decode_step_s`` -> ``tpot_s`` with ``prompt = context - 1, gen = 1``;
+- ``decode_step_s`` -> ``tpot_s`` with ``prompt = context - 1, gen = 1``; the row's decoder ``variant``, when
+  recorded, sets ``fused_kernels`` (:data:`FUSED_VARIANTS`) and ``cuda_graphs``;
 - ``prefill_s`` -> ``prefill_s`` with ``prompt = seq``;
 - ``train_step_s`` -> ``step_s``; ``train_peak_memory_bytes`` -> the estimate's bytes held by PyTorch.
 
@@ -19,6 +20,9 @@ from typing import Any
 
 from gpumatch.errors import GpumatchError
 
+FUSED_VARIANTS = ("fused", "fused-graph", "whole", "whole-graph")
+"""Decoder variants (:data:`gpumatch.bench.decode.VARIANTS`) with split-KV attention and fused elementwise work:
+predicted with ``fused_kernels``; a variant ending in ``graph`` replays CUDA graphs (``cuda_graphs``)."""
 PREDICTED_METRICS = {"decode_step_s": "tpot_s", "prefill_s": "prefill_s", "train_step_s": "step_s",
                      "train_peak_memory_bytes": "reserved_bytes"}
 
@@ -37,7 +41,11 @@ def _options(metric: str, config: dict[str, Any]) -> dict[str, Any] | None:
     from gpumatch.calibrate.cases import train_setup
 
     if metric == "decode_step_s":
-        return {"task": "infer", "concurrency": config["batch"], "prompt": config["context"] - 1, "gen": 1}
+        out = {"task": "infer", "concurrency": config["batch"], "prompt": config["context"] - 1, "gen": 1}
+        variant = config.get("variant")
+        if variant:
+            out.update(fused_kernels=variant in FUSED_VARIANTS, cuda_graphs=str(variant).endswith("graph"))
+        return out
     if metric == "prefill_s":
         return {"task": "infer", "concurrency": config["batch"], "prompt": config["seq"], "gen": 1}
     if metric in ("train_step_s", "train_peak_memory_bytes"):
