@@ -44,7 +44,7 @@ def serve_cmd(
     cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--enforce-eager",
                                      help="Capture decode CUDA graphs (GPU) or run every pass eagerly."),
     compile_: bool = typer.Option(False, "--compile/--no-compile",
-                                  help="torch.compile the layers (opt-in, not yet measured on a GPU)."),
+                                  help="torch.compile the layers (opt-in; one H100 run: docs/serve.md)."),
     idle_s: float = typer.Option(3.0, "--idle-seconds", help="Idle power measured before serving (GPU; 0: skip)."),
 ) -> None:
     from gpumatch.report.server import listening_text
