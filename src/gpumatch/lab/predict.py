@@ -5,7 +5,7 @@ Predictions go through :mod:`gpumatch.calibrate` (the one mapping of a bench row
 :func:`~gpumatch.calibrate.compare.predict`):
 
 - ``decode_step_s`` -> ``tpot_s`` with ``prompt = context - 1, gen = 1``; the row's decoder ``variant``, when
-  recorded, sets ``fused_kernels`` (:data:`FUSED_VARIANTS`) and ``cuda_graphs``;
+  recorded, sets ``fused_kernels`` (:data:`FUSED_VARIANTS`: the compiled decoders) and ``cuda_graphs``;
 - ``prefill_s`` -> ``prefill_s`` with ``prompt = seq``;
 - ``train_step_s`` -> ``step_s``; ``train_peak_memory_bytes`` -> the estimate's bytes held by PyTorch.
 
@@ -20,9 +20,15 @@ from typing import Any
 
 from gpumatch.errors import GpumatchError
 
-FUSED_VARIANTS = ("fused", "fused-graph", "whole", "whole-graph")
-"""Decoder variants (:data:`gpumatch.bench.decode.VARIANTS`) with split-KV attention and fused elementwise work:
-predicted with ``fused_kernels``; a variant ending in ``graph`` replays CUDA graphs (``cuda_graphs``)."""
+FUSED_VARIANTS = ("compiled", "compiled-graph", "fused", "fused-graph", "whole", "whole-graph")
+"""Decoder variants (:data:`gpumatch.bench.decode.VARIANTS`) whose layers go through ``torch.compile`` (elementwise
+work fused into the projections) and whose decode attention takes the bench's ``auto`` rule (split-KV while batch ×
+KV heads < 64, :mod:`gpumatch.bench.llama`): predicted with ``fused_kernels``. A variant ending in ``graph``
+replays CUDA graphs (``cuda_graphs``). The plain ``graph`` / ``eager`` decoder keeps the estimator's plain model.
+Evidence (H100, 2026-12-07, tests/data/measurements/2026-12-07-decode-blind-predictions.json): ``compiled-graph``
+and ``fused-graph`` took the same time within 0.5 % at five shapes; before ``compiled*`` joined this set, its
+blind predictions were +4 % to +85 % (the plain model starves batch-2 attention); ``fused-graph``'s were -9 % to
++2 %. At batch 8-12 ``auto`` takes SDPA on 64-96 blocks, whose partial starvation is not modelled."""
 PREDICTED_METRICS = {"decode_step_s": "tpot_s", "prefill_s": "prefill_s", "train_step_s": "step_s",
                      "train_peak_memory_bytes": "reserved_bytes"}
 
