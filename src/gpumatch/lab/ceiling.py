@@ -20,6 +20,7 @@ says so: the kernels themselves fall short of the ceiling.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gpumatch.errors import GpumatchError
@@ -111,38 +112,75 @@ def _memory_bound(row: dict[str, Any], spec: Any) -> str | None:
     return f"memory-bound (M={m}): {reached / 1e12:.2f} TB/s, {reached / bw:.0%} of HBM"
 
 
-def evidence(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> list[str]:
-    """Everything the case's telemetry and the row's own power window say about a low result (module
-    docstring), most severe first; :func:`reason` picks one of them."""
-    parts = []
+@dataclass(frozen=True)
+class _Facts:
+    """What a case's telemetry and a row's own power window recorded, read once for :func:`evidence` and
+    :func:`reason`."""
+
+    telemetry: bool
+    thermal: float | None
+    thermal_src: str
+    hw_slowdown: float
+    power: float | None
+    power_src: str
+    power_w_mean: float | None
+    idle: float
+    """Share of the case window under the ``low_utilization`` counter (start-up when over :data:`IDLE_WINDOW`)."""
+    slow_clock_mhz: float | None
+    """The mean SM clock when under 95% of the maximum in a window that is not mostly start-up, else None."""
+    max_sm_mhz: float | None
+    steady_w: float | None
+    limit_w: float | None
+    fp8_odd: list[str] | None
+    """For an fp8 GEMM row, its dimensions that are not multiples of 128 (cuBLAS's tile); None otherwise."""
+
+
+def _facts(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> _Facts:
     t = telemetry or {}
     thermal, t_src = _share(t, "thermal", "thermal_frac")
-    if thermal:
-        parts.append(f"thermal slowdown {thermal:.0%} {t_src}")
-    if t.get("hw_slowdown_frac"):
-        parts.append(f"HW slowdown/power brake {t['hw_slowdown_frac']:.0%} of samples")
-    idle = float((t.get("violation_duty") or {}).get("low_utilization") or 0.0)
     power, p_src = _share(t, "power", "power_cap_frac")
-    if power:
-        watts = f", mean {t['power_w_mean']:.0f} W" if t.get("power_w_mean") and idle <= IDLE_WINDOW else ""
-        parts.append(f"power-capped {power:.0%} {p_src}{watts}")
-    if idle > IDLE_WINDOW:
-        parts.append(f"case window {idle:.0%} low-utilization (start-up): its clock and power means are not the "
-                     "kernels'")
+    idle = float((t.get("violation_duty") or {}).get("low_utilization") or 0.0)
     clock = t.get("sm_clock_mhz_mean")
-    if clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW:
-        parts.append(f"SM clock {clock:.0f} MHz = {clock / max_sm_mhz:.0%} of max {max_sm_mhz:.0f}")
-    steady, limit = row.get("power_window_w"), row.get("power_limit_w")
-    if steady and limit:
-        parts.append(f"timed steps at {steady:.0f} W = {steady / limit:.0%} of the {limit:.0f} W limit")
+    slow = clock if clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW else None
     cfg = row.get("config") or {}
-    if cfg.get("precision") == "fp8" and {"m", "n", "k"} <= cfg.keys():
-        odd = [f"{d}={cfg[d.lower()]}" for d in "MNK" if int(cfg[d.lower()]) % 128]
-        parts.append("fp8 _scaled_mm" + (f": {', '.join(odd)} not multiples of 128 (tile)" if odd else
-                                         ", dims multiples of 128"))
-    if not t:
+    odd = ([f"{d}={cfg[d.lower()]}" for d in "MNK" if int(cfg[d.lower()]) % 128]
+           if cfg.get("precision") == "fp8" and {"m", "n", "k"} <= cfg.keys() else None)
+    return _Facts(bool(t), thermal, t_src, float(t.get("hw_slowdown_frac") or 0.0), power, p_src,
+                  t.get("power_w_mean"), idle, slow, max_sm_mhz, row.get("power_window_w"), row.get("power_limit_w"),
+                  odd)
+
+
+def evidence(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> list[str]:
+    """Everything the case's telemetry and the row's own power window say about a low result (module
+    docstring), most severe first; :func:`reason` picks one cause."""
+    f = _facts(telemetry, max_sm_mhz, row)
+    parts = []
+    if f.thermal:
+        parts.append(f"thermal slowdown {f.thermal:.0%} {f.thermal_src}")
+    if f.hw_slowdown:
+        parts.append(f"HW slowdown/power brake {f.hw_slowdown:.0%} of samples")
+    if f.power:
+        watts = f", mean {f.power_w_mean:.0f} W" if f.power_w_mean and f.idle <= IDLE_WINDOW else ""
+        parts.append(f"power-capped {f.power:.0%} {f.power_src}{watts}")
+    if f.idle > IDLE_WINDOW:
+        parts.append(f"case window {f.idle:.0%} low-utilization (start-up): its clock and power means are not the "
+                     "kernels'")
+    if f.slow_clock_mhz and f.max_sm_mhz:
+        parts.append(f"SM clock {f.slow_clock_mhz:.0f} MHz = {f.slow_clock_mhz / f.max_sm_mhz:.0%} of max "
+                     f"{f.max_sm_mhz:.0f}")
+    if f.steady_w and f.limit_w:
+        parts.append(f"timed steps at {f.steady_w:.0f} W = {f.steady_w / f.limit_w:.0%} of the {f.limit_w:.0f} W "
+                     "limit")
+    if f.fp8_odd is not None:
+        parts.append("fp8 _scaled_mm" + (f": {', '.join(f.fp8_odd)} not multiples of 128 (tile)" if f.fp8_odd
+                                         else ", dims multiples of 128"))
+    if not f.telemetry:
         parts.append("no telemetry recorded for this case")
     return parts
+
+
+def _short(src: str) -> str:
+    return src.replace("the case window", "window")
 
 
 def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any],
@@ -159,36 +197,26 @@ def reason(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict
     6. fp8 dimensions off cuBLAS's 128-wide tiles;
     7. otherwise: no telemetry, or none of these, so the kernels themselves fall short.
     """
-    t = telemetry or {}
-    thermal, t_src = _share(t, "thermal", "thermal_frac")
-    if thermal:
-        return f"thermal slowdown {thermal:.0%} {t_src.replace('the case window', 'window')}"
-    if t.get("hw_slowdown_frac"):
-        return f"HW slowdown {t['hw_slowdown_frac']:.0%} of samples"
+    f = _facts(telemetry, max_sm_mhz, row)
     shape = _memory_bound(row, spec)
+    copy = row.get("copy_bytes_per_s")
+    if f.thermal:
+        return f"thermal slowdown {f.thermal:.0%} {_short(f.thermal_src)}"
+    if f.hw_slowdown:
+        return f"HW slowdown {f.hw_slowdown:.0%} of samples"
     if shape:
         return shape
-    if spec is not None and row.get("mbu_vs_copy", 0.0) >= LOW_RATIO and row.get("copy_bytes_per_s"):
-        copy = float(row["copy_bytes_per_s"]) / float(spec.memory_bandwidth_bytes_per_s)
-        return f"copy is {copy:.2f} of catalog HBM"
-    steady, limit = row.get("power_window_w"), row.get("power_limit_w")
-    if steady and limit and steady >= AT_LIMIT * limit:
-        return f"power limit: {steady:.0f} of {limit:.0f} W in steps"
-    power, src = _share(t, "power", "power_cap_frac")
-    if power and power >= POWER_SHARE:
-        return f"power cap {power:.0%} {src.replace('the case window', 'window')}"
-    idle = float((t.get("violation_duty") or {}).get("low_utilization") or 0.0)
-    clock = t.get("sm_clock_mhz_mean")
-    if clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW:
-        return f"SM clock {clock:.0f} MHz = {clock / max_sm_mhz:.0%} of max"
-    cfg = row.get("config") or {}
-    if cfg.get("precision") == "fp8" and {"m", "n", "k"} <= cfg.keys():
-        odd = [f"{d}={cfg[d.lower()]}" for d in "MNK" if int(cfg[d.lower()]) % 128]
-        if odd:
-            return f"fp8 tile: {', '.join(odd)} not a multiple of 128"
-    if not t:
-        return "no telemetry recorded for this case"
-    return "no throttling recorded: kernels fall short"
+    if spec is not None and copy and row.get("mbu_vs_copy", 0.0) >= LOW_RATIO:
+        return f"copy is {float(copy) / float(spec.memory_bandwidth_bytes_per_s):.2f} of catalog HBM"
+    if f.steady_w and f.limit_w and f.steady_w >= AT_LIMIT * f.limit_w:
+        return f"power limit: {f.steady_w:.0f} of {f.limit_w:.0f} W in steps"
+    if f.power and f.power >= POWER_SHARE:
+        return f"power cap {f.power:.0%} {_short(f.power_src)}"
+    if f.slow_clock_mhz and f.max_sm_mhz:
+        return f"SM clock {f.slow_clock_mhz:.0f} MHz = {f.slow_clock_mhz / f.max_sm_mhz:.0%} of max"
+    if f.fp8_odd:
+        return f"fp8 tile: {', '.join(f.fp8_odd)} not a multiple of 128"
+    return "no throttling recorded: kernels fall short" if f.telemetry else "no telemetry recorded for this case"
 
 
 def _row_key(r: dict[str, Any], name: str) -> str:
