@@ -180,16 +180,18 @@ def shape_numbers(req: Request) -> dict[str, float]:
         prompt, gen = req.prompt or req.seq or 512, req.gen or 256
     sp = req.sequence_parallel if req.sequence_parallel is not None else req.tp > 1
     rc = req.recompute
-    fused = req.fused_kernels if req.fused_kernels is not None else req.task == "serve"
+    serve = req.task == "serve"
+    engine_kernels = serve and engine_profile(req.serving_engine).attention == "engine"
+    fused = req.fused_kernels if req.fused_kernels is not None else serve
+    split = req.fused_kernels if req.fused_kernels is not None else engine_kernels
     return {
         "tp": float(req.tp), "pp": float(req.pp), "dp": float(req.dp), "zero": float(req.zero),
         "micro_batches": float(req.grad_accum), "gpus_per_node": float(req.gpus_per_node),
         "seqs_per_replica": float(req.seqs_per_replica), "seq": float(seq), "prompt": float(prompt), "gen": float(gen),
         "kv_block": float(req.kv_block or (16 if req.task == "serve" else 1)),
-        "split_kv": 1.0 if fused else 0.0,
+        "split_kv": 1.0 if split else 0.0,
         "fused": 1.0 if fused else 0.0,
-        "engine_attention": 1.0 if req.task == "serve" and engine_profile(req.serving_engine).attention == "engine"
-        else 0.0,
+        "engine_attention": 1.0 if engine_kernels else 0.0,
         "offload": 1.0 if req.offload_optimizer else 0.0,
         "prefill_chunk": float(req.prefill_chunk),
         "in_flight": float("inf") if req.training else float(req.in_flight),

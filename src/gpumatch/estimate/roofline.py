@@ -81,8 +81,9 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
                / kv_shard)
     qo = tokens * c.act_bytes * 2.0 * m.heads * m.head_dim / c.tp
     tc, tm = op(flops.attention_flops(m, tokens, context) / c.tp, kv_read + qo, 1.0, c, cal, attention=True)
-    # without split-KV, one thread block per (sequence, KV head) streams the cache: too few blocks starve HBM
-    blocks = c.seqs_per_replica * m.kv_shard_heads / kv_shard
+    # without split-KV, one thread block per (sequence, KV head) streams the cache: too few blocks starve HBM; a
+    # step decodes at least one sequence (a time-averaged batch under 1 is that one sequence, part of the time)
+    blocks = vmax(c.seqs_per_replica, 1.0) * m.kv_shard_heads / kv_shard
     starved = vmax(1.0, cal.decode_attention_full_bw_blocks * (1.0 - c.split_kv) / blocks)
     attn = (tc, tm * starved)
     elem = op(0.0, elementwise_bytes(m, c, tokens, cal), 1.0, c, cal)

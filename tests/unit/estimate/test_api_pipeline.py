@@ -16,8 +16,9 @@ GPU = get_gpu("H100 SXM5 80GB")
 CTX = 2048.0 + 128.5
 
 
-def _case(task: str, pp: int, batch: int, prompt: int = 2048) -> Case:
-    case, _ = build_case(ARCH, GPU, Request(task=task, tp=4, pp=pp, dp=1, concurrency=batch, prompt=prompt, gen=256))
+def _case(task: str, pp: int, batch: int, prompt: int = 2048, engine: str | None = None) -> Case:
+    case, _ = build_case(ARCH, GPU, Request(task=task, tp=4, pp=pp, dp=1, concurrency=batch, prompt=prompt, gen=256,
+                                            engine=engine))
     return case
 
 
@@ -61,7 +62,7 @@ def test_pp1_is_unchanged_and_infer_keeps_stages_in_series() -> None:
     one = estimate(
         ARCH, GPU, Request(task="serve", engine="static", tp=4, pp=1, count=8, **kw, concurrency=32), with_scaling=False
     )
-    case = _case("serve", 1, 16)
+    case = _case("serve", 1, 16, engine="static")  # PyTorch's SDPA: no split-KV decode (engines.toml)
     assert one.metrics["tpot_s"] == roofline.decode_step(model_nums(ARCH), case, CTX, DEFAULT_CALIBRATION)["time_s"]
 
 
