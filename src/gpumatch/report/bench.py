@@ -105,6 +105,46 @@ def result_cells(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+TELEMETRY_COLUMNS = [Column("case", wrap=False), Column("verdict", wrap=False),
+                     Column("power", "pwr cap", wrap=False, align="right"),
+                     Column("thermal", "therm", wrap=False, align="right"), Column("idle", wrap=False, align="right"),
+                     Column("watts", "mean W", wrap=False, align="right"),
+                     Column("temp", "max C", wrap=False, align="right"), Column("errors", "err", wrap=False,
+                                                                                 align="right", drop=1)]
+
+
+def _share_text(t: dict[str, Any], counter: str, sampled: str) -> str:
+    """A limiter's share of the case window: the NVML violation counter when read, else the share of samples
+    (marked ``s``)."""
+    duty = t.get("violation_duty") or {}
+    if counter in duty:
+        return f"{float(duty[counter]):.0%}"
+    value = t.get(sampled)
+    return "-" if value is None else f"{float(value):.0%} s"
+
+
+def telemetry_cells(cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per case with telemetry: its verdict, the shares of its window under the power cap, thermal
+    slowdown and low utilization (start-up), mean power, peak temperature and the errors counted (Xid events, ECC
+    and PCIe-replay deltas)."""
+    out = []
+    for c in cases:
+        t = c.get("telemetry") or {}
+        if not t:
+            continue
+        e = t.get("errors") or {}
+        n_err = len(e.get("xid") or []) + sum(int(e.get(k) or 0) for k in ("ecc_uncorrected_delta",
+                                                                           "pcie_replays_delta"))
+        out.append({"case": c.get("case_id"), "verdict": t.get("verdict") or "-",
+                    "power": _share_text(t, "power", "power_cap_frac"),
+                    "thermal": _share_text(t, "thermal", "thermal_frac"),
+                    "idle": _share_text(t, "low_utilization", "low_utilization_frac"),
+                    "watts": "-" if t.get("power_w_mean") is None else f"{float(t['power_w_mean']):.0f}",
+                    "temp": "-" if t.get("gpu_temp_c_max") is None else f"{float(t['gpu_temp_c_max']):.0f}",
+                    "errors": str(n_err)})
+    return out
+
+
 def show_text(data: dict[str, Any]) -> str:
     """``bench show``: the run, its results, its failed and skipped cases."""
     run, man = data["run"], data["manifest"]
@@ -117,6 +157,10 @@ def show_text(data: dict[str, Any]) -> str:
                                                                               "estimate; (ds): datasheet)")]
     if data.get("ceilings"):
         parts += ["", ceiling_text(data["ceilings"])]
+    tele = telemetry_cells(data.get("cases") or [])
+    if tele:
+        parts += ["", to_table(tele, TELEMETRY_COLUMNS, "NVML per case window (violation counters; s: share of "
+                                                        "10 Hz samples)")]
     timed = [c for c in result_cells(data["results"]) if c["n_given"]]
     if timed:
         parts += ["", to_table(timed, TIMING_COLUMNS, "Timings (p90 from n >= 10, p99 from n >= 100)")]

@@ -148,3 +148,4 @@ def test_the_stored_h100_quick_run() -> None:
     assert {r["reason"] for r in dec if r["reason"]} == {"copy is 0.90 of catalog HBM"}
     pre = next(r for r in rows if r["case"] == "prefill")
     assert pre["reason"] == "power limit: 686 of 700 W in steps"
+
