@@ -142,9 +142,12 @@ class Request(BaseModel):
     gpus_per_node: int = 8
     cuda_graphs: bool | None = None
     fused_kernels: bool | None = None
-    """Inference: the decoder runs split-KV decode attention and fused elementwise kernels (serving engines; the
-    bench's ``fused`` / ``fused-graph`` decoder); None = only for ``serve``. Without split-KV a decode step's
-    attention gets one thread block per sequence and KV head (:func:`gpumatch.estimate.roofline.decode_step`)."""
+    """Inference: the decoder runs split-KV decode attention and fused elementwise kernels (the bench's compiled
+    decoders set it, :data:`gpumatch.lab.predict.FUSED_VARIANTS`). None = the task's default: ``serve`` fuses the
+    elementwise work and splits the cache when the engine profile's ``attention`` is ``engine`` (vLLM, SGLang,
+    TensorRT-LLM; not ``gpumatch`` or ``static``, whose SDPA does not split it); ``infer`` neither. Without split-KV
+    a decode step's attention gets one thread block per sequence and KV head
+    (:func:`gpumatch.estimate.roofline.decode_step`)."""
     offload_optimizer: bool = False
     prefill_chunk: int = 8192
     price_basis: str = DEFAULT_BASIS
