@@ -64,7 +64,7 @@ def _achieved(r: dict[str, Any], spec: Any) -> tuple[float, float, str] | None:
     return None
 
 
-def _share(t: dict[str, Any], counter: str, sampled: str) -> tuple[float | None, str]:
+def window_share(t: dict[str, Any], counter: str, sampled: str) -> tuple[float | None, str]:
     """The share of the case window under a limiter: its NVML violation counter (``violation_duty``) when read,
     else the share of samples with the reason bit; and which of the two it is."""
     duty = t.get("violation_duty") or {}
@@ -84,14 +84,15 @@ POWER_SHARE = 0.05
 verdict's ``valid-power-capped`` threshold, :mod:`gpumatch.telemetry.verdict`)."""
 AT_LIMIT = 0.95
 """Timed steps whose mean power is at least this share of the enforced limit ran at the power limit."""
-OPERAND_BYTES = {"fp8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0}
-"""Bytes per operand element of a GEMM by precision (fp8 writes a bf16 output: :func:`gemm_bytes`)."""
 
 
 def gemm_bytes(m: int, n: int, k: int, precision: str) -> float:
     """Bytes a GEMM ``(m × k) · (k × n)`` must move at least: both operands read once and the output written
-    once (fp8 ``_scaled_mm`` writes bf16). The roofline's minimum traffic (Williams et al. 2009)."""
-    elt = OPERAND_BYTES.get(precision, 2.0)
+    once (fp8 ``_scaled_mm`` writes bf16), at the estimator's bytes per element of the precision. The roofline's
+    minimum traffic (Williams et al. 2009)."""
+    from gpumatch.estimate.precision import BYTES_PER_ELEMENT
+
+    elt = BYTES_PER_ELEMENT.get(precision, 2.0)
     return (m * k + k * n) * elt + m * n * (2.0 if precision == "fp8" else elt)
 
 
@@ -137,8 +138,8 @@ class _Facts:
 
 def _facts(telemetry: dict[str, Any] | None, max_sm_mhz: float | None, row: dict[str, Any]) -> _Facts:
     t = telemetry or {}
-    thermal, t_src = _share(t, "thermal", "thermal_frac")
-    power, p_src = _share(t, "power", "power_cap_frac")
+    thermal, t_src = window_share(t, "thermal", "thermal_frac")
+    power, p_src = window_share(t, "power", "power_cap_frac")
     idle = float((t.get("violation_duty") or {}).get("low_utilization") or 0.0)
     clock = t.get("sm_clock_mhz_mean")
     slow = clock if clock and max_sm_mhz and clock < 0.95 * max_sm_mhz and idle <= IDLE_WINDOW else None

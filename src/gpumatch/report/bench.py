@@ -114,13 +114,12 @@ TELEMETRY_COLUMNS = [Column("case", wrap=False), Column("verdict", wrap=False),
 
 
 def _share_text(t: dict[str, Any], counter: str, sampled: str) -> str:
-    """A limiter's share of the case window: the NVML violation counter when read, else the share of samples
-    (marked ``s``)."""
-    duty = t.get("violation_duty") or {}
-    if counter in duty:
-        return f"{float(duty[counter]):.0%}"
-    value = t.get(sampled)
-    return "-" if value is None else f"{float(value):.0%} s"
+    """A limiter's share of the case window (:func:`gpumatch.lab.ceiling.window_share`: the violation counter when
+    read, else the share of samples, marked ``s``)."""
+    from gpumatch.lab.ceiling import window_share
+
+    value, src = window_share(t, counter, sampled)
+    return "-" if value is None else f"{value:.0%}" + (" s" if src == "of samples" else "")
 
 
 def telemetry_cells(cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -138,7 +137,7 @@ def telemetry_cells(cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"case": c.get("case_id"), "verdict": t.get("verdict") or "-",
                     "power": _share_text(t, "power", "power_cap_frac"),
                     "thermal": _share_text(t, "thermal", "thermal_frac"),
-                    "idle": _share_text(t, "low_utilization", "low_utilization_frac"),
+                    "idle": _share_text(t, "low_utilization", ""),  # a counter only: no sampled reason bit
                     "watts": "-" if t.get("power_w_mean") is None else f"{float(t['power_w_mean']):.0f}",
                     "temp": "-" if t.get("gpu_temp_c_max") is None else f"{float(t['gpu_temp_c_max']):.0f}",
                     "errors": str(n_err)})
