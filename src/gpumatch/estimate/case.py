@@ -173,6 +173,12 @@ class Case:
     prefill_chunk: Num = 8192.0
     in_flight: Num = float("inf")
     weight_bytes: Num = 2.0
+    edge_weight_bytes: Num = 2.0
+    """Bytes per element of the token embedding and the LM head: 16-bit in a quantized checkpoint
+    (:func:`gpumatch.estimate.precision.edge_precision`), else ``weight_bytes``."""
+    moe_attention_weight_bytes: Num = 2.0
+    """Bytes per element of an MoE model's attention projections: 16-bit when its experts are stored in FP4
+    (:func:`gpumatch.estimate.precision.moe_attention_precision`), else ``weight_bytes``; dense models ignore it."""
     autocast: Num = 0.0
     act_bytes: Num = 2.0
     kv_bytes: Num = 2.0

@@ -49,6 +49,18 @@ def weight_params_per_gpu(m: ModelNums, c: Case) -> Num:
     return where(c.zero >= 3, sharded / c.dp, sharded)
 
 
+def weight_bytes_per_gpu(m: ModelNums, c: Case) -> Num:
+    """Bytes of the weights held per GPU (:func:`weight_params_per_gpu`) at ``c.weight_bytes`` each, except the
+    tensors a quantized checkpoint keeps at 16 bit (:mod:`gpumatch.estimate.precision`): the embedding and the LM
+    head at ``c.edge_weight_bytes`` and an MoE model's attention projections at ``c.moe_attention_weight_bytes``
+    (both equal ``c.weight_bytes`` for unquantized weights)."""
+    edge = where(c.pp > 1, m.embed_params, m.embed_params + m.head_params)
+    attn = layers_per_stage(m, c.pp) * m.layer_attention_params if m.experts > 1 else 0.0
+    extra = (edge * (c.edge_weight_bytes - c.weight_bytes)
+             + attn * (c.moe_attention_weight_bytes - c.weight_bytes)) / c.tp
+    return weight_params_per_gpu(m, c) * c.weight_bytes + where(c.zero >= 3, extra / c.dp, extra)
+
+
 def adapter_params_per_gpu(m: ModelNums, c: Case) -> Num:
     """LoRA adapter parameters (rank ``r`` on every linear layer of a block) per GPU."""
     return layers_per_stage(m, c.pp) * m.lora_params_per_rank_layer * c.lora_rank / c.tp
@@ -82,8 +94,9 @@ def model_state_bytes(m: ModelNums, c: Case, training: bool) -> tuple[Num, Num, 
     Weights are the stored parameters (fp32 under AMP, :func:`stored_weight_bytes`); AMP's casts are transient
     (:func:`autocast_copy_bytes`)."""
     if not training:
-        return weight_params_per_gpu(m, c) * c.weight_bytes, 0.0, 0.0
-    base = weight_params_per_gpu(m, c) * stored_weight_bytes(c)
+        return weight_bytes_per_gpu(m, c), 0.0, 0.0
+    # fp32 parameters under AMP (every tensor), else the stored copy the kernels read
+    base = where(c.autocast > 0, weight_params_per_gpu(m, c) * FP32_BYTES, weight_bytes_per_gpu(m, c))
     adapters = adapter_params_per_gpu(m, c)
     trainable = where(c.full_train > 0, weight_params_per_gpu(m, c) * where(c.zero >= 3, c.dp, 1.0), adapters)
     weights = base + (1.0 - c.full_train) * adapters * c.adapter_bytes

@@ -22,7 +22,7 @@ from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import model_nums
 from gpumatch.estimate.options import build_case
 from gpumatch.estimate.request import Request
-from gpumatch.estimate.roofline import GEMMS_PER_LAYER
+from gpumatch.estimate.roofline import GEMMS_PER_LAYER, layer_weight_bytes
 from gpumatch.models.arch import ModelArch
 from gpumatch.vocab import TRAINING_TASKS
 
@@ -45,7 +45,7 @@ def operator_points(model: ModelArch | str, gpu: str, request: Request | None = 
                   ("decode", float(c.seqs_per_replica), float(flops.decode_context(c.prompt, c.gen)))]
     points = []
     for phase, tokens, ctx in phases:
-        w_bytes = float(m.layer_matmul_params_active) * float(c.weight_bytes) / float(c.tp)
+        w_bytes = float(layer_weight_bytes(m, c, m.layer_matmul_params_active)) / float(c.tp)
         act_io = tokens * float(c.act_bytes) * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
         kv_shard = float(vmin(c.tp, m.kv_shard_heads))
         batch = float(c.seqs_per_replica)

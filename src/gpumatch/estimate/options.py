@@ -38,6 +38,8 @@ from gpumatch.estimate.precision import (
     activation_precision,
     bytes_per_element,
     compute_path,
+    edge_precision,
+    moe_attention_precision,
 )
 from gpumatch.estimate.request import AMP_PRECISIONS, Request, check_against
 from gpumatch.estimate.serving import engine_profile
@@ -145,14 +147,19 @@ def precision_numbers(req: Request) -> dict[str, float]:
     """Bytes per element of weights, activations, KV, gradients and optimizer state for ``req``.
 
     ``weight_bytes`` is the copy the kernels read; ``autocast`` 1 marks PyTorch AMP, whose parameters are stored
-    in fp32 and read through 16-bit casts (module docstring)."""
+    in fp32 and read through 16-bit casts (module docstring). ``edge_weight_bytes`` (embedding, LM head) and
+    ``moe_attention_weight_bytes`` (an MoE model's attention projections) are the tensors a quantized checkpoint
+    keeps at 16 bit (:mod:`gpumatch.estimate.precision`)."""
     weight_prec = weight_precision(req)
     act_prec = activation_precision(weight_prec)
     train_b = bytes_per_element(req.precision if req.task in FULL_TRAINING_TASKS else act_prec)
     weight_b = bytes_per_element(weight_prec)
+    edge_b, moe_attn_b = bytes_per_element(edge_precision(weight_prec)), bytes_per_element(
+        moe_attention_precision(weight_prec))
     if req.training and weight_prec == "fp8":
         # FP8 training (Transformer Engine) keeps bf16 weights and caches their fp8 casts
         train_b, weight_b = 2.0, 3.0
+        edge_b, moe_attn_b = weight_b, weight_b
     amp = _amp(req, weight_prec)
     if req.master_weights == "amp" and not amp:
         # fp8 compute, adapters: the fp32-master recipe (``_amp``)
@@ -162,6 +169,8 @@ def precision_numbers(req: Request) -> dict[str, float]:
         opt -= 4.0  # the fp32 weights are the master copy
     return {
         "weight_bytes": weight_b,
+        "edge_weight_bytes": edge_b,
+        "moe_attention_weight_bytes": moe_attn_b,
         "autocast": 1.0 if amp else 0.0,
         "act_bytes": bytes_per_element(act_prec),
         "kv_bytes": bytes_per_element(kv_precision(req)[0]),

@@ -18,6 +18,18 @@ Sources:
 - ``mxfp4`` and ``nvfp4`` name a storage format: without an FP4 tensor path (before Blackwell) the kernels
   dequantize the blocks to 16 bit and run at the BF16/FP16 peak, as W4A16 does (vLLM serves gpt-oss's MXFP4
   experts on Hopper this way); ``fp4`` keeps meaning the FP4 compute path and has no such fallback.
+- Tensors a quantized checkpoint keeps in 16 bit (:func:`edge_precision`, :func:`moe_attention_precision`): the
+  token embedding and the LM head in every quantized inference format -- FP8 / INT8 (llm-compressor recipes
+  ``targets: [Linear]``, ``ignore: [lm_head]``, e.g. https://huggingface.co/neuralmagic/Llama-3.2-1B-FP8
+  recipe.yaml; TensorRT Model Optimizer's default configs disable the ``*lm_head*`` quantizer), INT4 AWQ/GPTQ
+  (linear layers of the blocks only), NF4 (bitsandbytes, as transformers loads a QLoRA base, skips the LM head and
+  keeps the embedding), MXFP4 and NVFP4 -- and, in MoE checkpoints stored in MXFP4 or NVFP4, the attention
+  projections too: gpt-oss quantizes only its MoE weights ("post-trained with quantization of the MoE weights to
+  MXFP4", https://openai.com/index/introducing-gpt-oss/; its ``modules_to_not_convert`` lists self_attn, the
+  router, embed_tokens and lm_head), and NVIDIA's DeepSeek-R1-FP4 quantizes the MoE/MLP linears and leaves
+  attention unquantized (https://huggingface.co/nvidia/DeepSeek-R1-NVFP4-v2: "Compared to nvidia/DeepSeek-R1-FP4,
+  this checkpoint additionally quantizes the wo module in attention layers"). These tensors are read at 16 bit
+  in every decode step; dense FP4 checkpoints (nvidia/Llama-3.3-70B-Instruct-FP4) quantize attention as well.
 - Compute dtype chosen by the kernel: W4A16 and NF4 dequantize to 16 bit and run at the BF16/FP16 peak;
   W8A8 INT8 and FP8 run at their own peak; FP32 matmuls without TF32 run on the non-tensor FP32
   rate (PyTorch's default since 1.12 is ``allow_tf32 = False`` for matmuls).
@@ -129,3 +141,23 @@ def unsupported_reason(gpu: GpuSpec, precision: str) -> str:
 def activation_precision(weight_precision: str) -> str:
     """Activation/KV default for a weight precision: 16-bit unless the weights are fp32."""
     return "fp32" if weight_precision in ("fp32", "tf32") else "bf16"
+
+
+def is_quantized_storage(weight_precision: str) -> bool:
+    """True when ``weight_precision`` stores the block weights below the activations' 16 bits (FP8, INT8, INT4,
+    NF4, FP4 formats): a quantized checkpoint, whose embedding and LM head stay 16-bit (module docstring)."""
+    return bytes_per_element(weight_precision) < bytes_per_element(activation_precision(weight_precision))
+
+
+def edge_precision(weight_precision: str) -> str:
+    """Precision of the token embedding and the LM head: the activations' 16 bits for a quantized checkpoint
+    (:func:`is_quantized_storage`), else the weights' own."""
+    return activation_precision(weight_precision) if is_quantized_storage(weight_precision) else weight_precision
+
+
+def moe_attention_precision(weight_precision: str) -> str:
+    """Precision of an MoE model's attention projections: 16 bit when the experts are stored in MXFP4 or NVFP4
+    (gpt-oss, NVIDIA's DeepSeek-R1-FP4: module docstring; ``fp4`` names the same format), else the weights' own.
+    Dense models keep the weights' precision for attention in every format."""
+    fp4_experts = weight_precision in ("mxfp4", "nvfp4", "fp4")
+    return activation_precision(weight_precision) if fp4_experts else weight_precision

@@ -73,7 +73,7 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
     """Operators of one layer's forward over ``tokens`` tokens attending ``context`` keys each (per GPU)."""
     w_params = (m.layer_matmul_params_active + flops.moe_extra_weight_params(m, tokens)
                 + flops.grouped_expert_penalty_params(m, tokens, cal.grouped_expert_half_tokens))
-    w_bytes = w_params * c.weight_bytes / c.tp
+    w_bytes = layer_weight_bytes(m, c, w_params) / c.tp
     act_io = tokens * c.act_bytes * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
     gemm = op(flops.layer_gemm_flops(m, tokens) / c.tp, w_bytes + act_io, GEMMS_PER_LAYER, c, cal)
     kv_shard = vmin(c.tp, m.kv_shard_heads)
@@ -88,6 +88,21 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
     attn = (tc, tm * starved)
     elem = op(0.0, elementwise_bytes(m, c, tokens, cal), 1.0, c, cal)
     return [gemm, attn, elem]
+
+
+def layer_weight_bytes(m: ModelNums, c: Case, w_params: Num) -> Num:
+    """Bytes of ``w_params`` weights of one layer (whole model, before TP), its attention projections
+    (``m.layer_attention_params``) at ``c.moe_attention_weight_bytes`` in an MoE model (16-bit beside FP4
+    experts: :mod:`gpumatch.estimate.precision`), everything else at ``c.weight_bytes``."""
+    if m.experts <= 1:
+        return w_params * c.weight_bytes
+    return w_params * c.weight_bytes + m.layer_attention_params * (c.moe_attention_weight_bytes - c.weight_bytes)
+
+
+def head_weight_bytes(m: ModelNums, c: Case) -> Num:
+    """Bytes of the LM head (``V·h``, tied or not, before TP) at ``c.edge_weight_bytes``: 16-bit in a quantized
+    checkpoint (:func:`gpumatch.estimate.precision.edge_precision`)."""
+    return m.vocab * m.hidden * c.edge_weight_bytes
 
 
 def elementwise_bytes(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> Num:
@@ -202,7 +217,7 @@ def decode_step(m: ModelNums, c: Case, context: Num, cal: Calibration) -> dict[s
     mc = c if is_one(k) else replace(c, seqs_per_replica=c.seqs_per_replica / k)
     tokens = mc.seqs_per_replica
     parts = _forward_layer(m, mc, tokens, context, cal)
-    head = op(flops.head_flops(m, tokens) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
+    head = op(flops.head_flops(m, tokens) / c.tp, head_weight_bytes(m, c) / c.tp, 1.0, c, cal)
     lat, stage = _stages(m, mc, parts, head, _tp_allreduces(m, c, tokens, 2.0, cal), _pp_hops(m, c, tokens, cal),
                          cal.decode_step_overhead_s, cal)
     return _combine(lat, stage, k, steady=True)
@@ -246,7 +261,7 @@ def prefill(m: ModelNums, c: Case, cal: Calibration, batch: Num = None) -> dict[
     # the KV "read" of a prefill is the K/V just produced: already in the GEMM outputs
     parts[1] = op(flops.attention_flops(m, tokens, ctx) / c.tp,
                   tokens * c.act_bytes * m.qkv_width * 2.0 / c.tp, 1.0, c, cal, attention=True, prefill=True)
-    head = op(flops.head_flops(m, batch) / c.tp, m.vocab * m.hidden * c.weight_bytes / c.tp, 1.0, c, cal)
+    head = op(flops.head_flops(m, batch) / c.tp, head_weight_bytes(m, c) / c.tp, 1.0, c, cal)
     lat, stage = _stages(m, c, parts, head, _tp_allreduces(m, c, tokens, 2.0, cal), _pp_hops(m, c, tokens, cal),
                          cal.prefill_overhead_s, cal, graphs=0.0)
     return _combine(lat, stage, k, steady=False)

@@ -35,7 +35,15 @@ from gpumatch.estimate.memory import (
     stored_weight_bytes,
     weight_params_per_gpu,
 )
-from gpumatch.estimate.roofline import GEMMS_PER_LAYER, _acc, _result, elementwise_bytes, host_time, op
+from gpumatch.estimate.roofline import (
+    GEMMS_PER_LAYER,
+    _acc,
+    _result,
+    elementwise_bytes,
+    head_weight_bytes,
+    host_time,
+    op,
+)
 
 
 def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num, Num, Num]:
@@ -62,7 +70,7 @@ def micro_batch_time(m: ModelNums, c: Case, cal: Calibration) -> tuple[Num, Num,
     # around them (memory-bound, separate kernels: fp32 cast, log-softmax forward and backward, NLL backward)
     logits = tokens * m.vocab / c.tp
     head = op(flops.head_flops(m, tokens) * head_mult / c.tp,
-              m.vocab * m.hidden * c.weight_bytes / c.tp + logits * c.act_bytes * head_mult, head_mult, c, cal)
+              head_weight_bytes(m, c) / c.tp + logits * c.act_bytes * head_mult, head_mult, c, cal)
     loss = op(0.0, logits * cal.loss_bytes_per_logit, 5.0, c, cal)
     h_comp, h_mem = _acc([head, loss])
     layers = layers_per_stage(m, c.pp)
