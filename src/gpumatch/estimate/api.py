@@ -121,7 +121,8 @@ def estimate(
         warnings += (f"does not fit: needs {over:.1f} GiB more than the {mem.items['capacity_bytes'] / GIB:.1f} "
                      f"GiB of {spec.name}{tail}",)
     where = where_of(spec.name, req.task, str(_weights(req)), arch.params_total, case.seq if req.training else None,
-                     None if req.training else case.prompt, None if req.training else case.gen, req.count)
+                     None if req.training else case.prompt, None if req.training else case.gen, req.count,
+                     open_loop=req.request_rate is not None)
     spans, span_basis = estimate_intervals(dict(metrics, total_bytes=mem.total_bytes), where, req.training,
                                            cal.extrapolated_error_fraction, residuals, cal.residuals)
     return Estimate(

@@ -28,6 +28,14 @@ Nothing here imports calibrate. The rule, with its reasoning, is in docs/estimat
    table``, with why the calibration's were not used).
 5. Figures that follow from a time carry its band: a throughput its inverse (tokens/s, MFU); energy and cost per
    token or per run its own (they are power or price × time). ``e2e_s`` combines the TTFT and TPOT bands.
+6. A serving estimate (task ``serve``) takes its mean TTFT and TPOT band from the serving residual table instead
+   (``estimate/data/serving_residuals.json``, :class:`ServingResiduals`, written by
+   ``benchmarks/serving_residual_table.py`` from :mod:`gpumatch.calibrate.serving_residuals`): r over the blind
+   published serving rows of its loop (closed: a concurrency; open: a request rate), each predicted by the
+   estimator of its batch before the values were read. The micro-benchmark residuals above measure gpumatch's own
+   kernels; a serving engine adds its scheduler, front end and kernels, and the blind rows show how much more
+   that spreads the result. Its TPOT's band carries to ITL, decode throughput and the e2e band. A calibration of
+   the card whose held-out residuals apply (rule 4) keeps setting its kind instead: measured on the user's card.
 
 Intervals are fractions applied to the figure: ``[x × (1 + low), x × (1 + high)]`` with ``low < 0 < high``, so
 ``low ≤ x ≤ high`` always holds.
@@ -125,6 +133,32 @@ class Residuals(_Strict):
         return next((k for k in self.kinds if k.kind == name), None)
 
 
+class ServingResidualKind(_Strict):
+    """Residuals r = measured / predicted - 1 of one serving figure over blind published rows, as predicted."""
+
+    figure: str = Field(pattern=r"^(tpot|ttft)$")
+    loop: str = Field(pattern=r"^(closed|open)$")
+    n: int = Field(ge=2)
+    q05: float = Field(ge=-1.0)
+    median: float = Field(ge=-1.0)
+    q95: float = Field(ge=-1.0)
+
+
+class ServingResiduals(_Strict):
+    """The serving residual table (``estimate/data/serving_residuals.json``; module docstring, rule 6)."""
+
+    schema_version: int = Field(1, alias="schema")
+    statistic: str
+    set: str
+    provenance: str
+    files: tuple[str, ...]
+    date: str
+    kinds: tuple[ServingResidualKind, ...]
+
+    def kind(self, figure: str, loop: str) -> ServingResidualKind | None:
+        return next((k for k in self.kinds if k.figure == figure and k.loop == loop), None)
+
+
 def parse_residuals(data: Any, label: str = "residuals") -> Residuals:
     """Validate a residual table (a JSON object); every problem is a :class:`DataFileError` naming the field."""
     try:
@@ -143,6 +177,21 @@ def default_residuals() -> Residuals:
 
     text = (resources.files("gpumatch.estimate") / "data" / "residuals.json").read_text(encoding="utf-8")
     return parse_residuals(json.loads(text), "estimate/data/residuals.json")
+
+
+@functools.cache
+def default_serving_residuals() -> ServingResiduals:
+    """The shipped serving residual table (``gpumatch/estimate/data/serving_residuals.json``)."""
+    import json
+
+    label = "estimate/data/serving_residuals.json"
+    text = (resources.files("gpumatch.estimate") / "data" / "serving_residuals.json").read_text(encoding="utf-8")
+    try:
+        return ServingResiduals.model_validate(json.loads(text))
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise DataFileError(f"{label}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}",
+                            "regenerate it: python benchmarks/serving_residual_table.py") from e
 
 
 def small_sample_factor(n: int) -> float:
@@ -187,6 +236,8 @@ class Where:
     params: float
     context: float
     count: int
+    loop: str = "closed"
+    """Task ``serve``: ``closed`` (clients at a concurrency, a replayed benchmark) or ``open`` (a request rate)."""
 
 
 def _octaves(x: float, lo: float, hi: float) -> float:
@@ -268,6 +319,21 @@ def kind_band(kind: str, where: Where, shipped: Residuals, calibrated: Residuals
     return band(shipped, kind, where, other_card_floor, note=f"; {calibrated.label} not used: {why}")
 
 
+def serving_band(table: ServingResiduals, figure: str, loop: str) -> Band | None:
+    """The band of a serving estimate's mean ``figure`` (``tpot`` or ``ttft``) from the blind published rows of
+    its loop (module docstring, rule 6): their 5th..95th percentile of measured / predicted - 1, stretched about
+    the median by :func:`small_sample_factor`; None when the table has no such rows."""
+    k = table.kind(figure, loop)
+    if k is None:
+        return None
+    w = small_sample_factor(k.n)
+    low = max(min(k.median - (k.median - k.q05) * w, -TIME_FLOOR), -0.9)
+    high = max(k.median + (k.q95 - k.median) * w, TIME_FLOOR)
+    b = Band(low, high, "")
+    return Band(low, high, f"blind published serving rows ({loop} loop, n={k.n}, {len(table.files)} batches, as "
+                           f"predicted; median {k.median * 100:+.0f}%): measured/predicted {b.text}")
+
+
 def _e2e_band(metrics: dict[str, float], pre: Band, dec: Band) -> Band:
     """TTFT + decode steps: each part with its own band, added (the bands move together, the wider case)."""
     e2e, ttft = metrics.get("e2e_s", math.nan), metrics.get("ttft_s", math.nan)
@@ -279,22 +345,33 @@ def _e2e_band(metrics: dict[str, float], pre: Band, dec: Band) -> Band:
 
 
 def figure_bands(metrics: dict[str, float], where: Where, training: bool, residuals: Residuals | None = None,
-                 other_card_floor: float = 0.30, calibrated: Residuals | None = None) -> dict[str, Band]:
+                 other_card_floor: float = 0.30, calibrated: Residuals | None = None,
+                 serving: ServingResiduals | None = None) -> dict[str, Band]:
     """The band of every time, memory, throughput, energy and cost figure of an estimate's ``metrics``;
-    ``calibrated``: the residuals of the calibration in use, taken per kind where they apply (:func:`kind_band`)."""
+    ``calibrated``: the residuals of the calibration in use, taken per kind where they apply (:func:`kind_band`);
+    ``serving``: the serving residual table that sets a serving estimate's TTFT and TPOT (rule 6; None: none)."""
     res = residuals or default_residuals()
     by_kind = {kind: kind_band(kind, where, res, calibrated, other_card_floor)
                for kind in ("decode", "prefill", "train-step", "memory")}
     out = {name: by_kind[kind] for name, kind in FIGURE_KIND.items() if name in metrics}
+    dec, ttft = by_kind["decode"], by_kind["prefill"]
+    if where.task == "serve" and serving is not None:  # rule 6, unless the card's own calibration applies (rule 4)
+        if calibrated is None or _unused(calibrated, "decode", where.card) is not None:
+            dec = serving_band(serving, "tpot", where.loop) or dec
+            out.update({name: dec for name in ("tpot_s", "itl_s") if name in metrics})
+        if (calibrated is None or _unused(calibrated, "prefill", where.card) is not None) and "ttft_s" in metrics:
+            ttft = serving_band(serving, "ttft", where.loop) or ttft
+            out["ttft_s"] = ttft
     if training:
         run = by_kind["train-step"]
     else:
-        run = _e2e_band(metrics, by_kind["prefill"], by_kind["decode"])
+        run = _e2e_band(metrics, ttft, dec)
         if "e2e_s" in metrics:
             out["e2e_s"] = run
-        for name, kind in (("decode_tokens_per_s", "decode"), ("prefill_tokens_per_s", "prefill")):
-            if name in metrics:
-                out[name] = by_kind[kind].inverse()
+        if "decode_tokens_per_s" in metrics:
+            out["decode_tokens_per_s"] = dec.inverse()
+        if "prefill_tokens_per_s" in metrics:
+            out["prefill_tokens_per_s"] = by_kind["prefill"].inverse()
     out.update({name: run.inverse() for name in INVERSE if name in metrics})
     out.update({name: run for name in PROPORTIONAL if name in metrics})
     return out
@@ -311,10 +388,12 @@ def intervals(metrics: dict[str, float], bands: dict[str, Band]) -> dict[str, tu
 
 
 def where_of(card: str, task: str, precision: str, params: float, seq: float | None, prompt: float | None,
-             gen: float | None, count: int) -> Where:
-    """The :class:`Where` of a request: context = the training sequence, else prompt + generated tokens."""
+             gen: float | None, count: int, open_loop: bool = False) -> Where:
+    """The :class:`Where` of a request: context = the training sequence, else prompt + generated tokens;
+    ``open_loop``: a serving estimate at a request rate."""
     context = float(seq) if seq is not None else float(prompt or 0) + float(gen or 0)
-    return Where(card=card, precision=precision, task=task, params=float(params), context=context, count=int(count))
+    return Where(card=card, precision=precision, task=task, params=float(params), context=context, count=int(count),
+                 loop="open" if open_loop else "closed")
 
 
 def estimate_intervals(metrics: dict[str, float], where: Where, training: bool, extrapolated_error_fraction: float,
@@ -322,5 +401,6 @@ def estimate_intervals(metrics: dict[str, float], where: Where, training: bool, 
                        ) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
     """(``{figure: (low, high)}``, ``{figure: basis}``) for an estimate's metrics (SI; see the module docstring);
     ``calibrated``: the residuals the calibration in use carries (rule 4)."""
-    bands = figure_bands(metrics, where, training, residuals, extrapolated_error_fraction, calibrated)
+    bands = figure_bands(metrics, where, training, residuals, extrapolated_error_fraction, calibrated,
+                         default_serving_residuals())
     return intervals(metrics, bands), {k: b.basis for k, b in bands.items()}

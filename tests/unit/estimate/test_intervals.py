@@ -18,7 +18,10 @@ from gpumatch.estimate.intervals import (
     Where,
     band,
     default_residuals,
+    default_serving_residuals,
+    figure_bands,
     parse_residuals,
+    serving_band,
     small_sample_factor,
 )
 
@@ -127,3 +130,39 @@ def test_no_kind_measured_falls_back_to_the_extrapolated_error() -> None:
     b = band(empty, "decode", INSIDE, other_card_floor=0.30)
     assert (b.low, b.high) == (-0.30, 0.30) and "never measured" in b.basis
     assert not math.isnan(b.low)
+
+
+def test_a_serving_estimate_takes_its_ttft_and_tpot_band_from_the_blind_published_rows() -> None:
+    table = default_serving_residuals()
+    closed = estimate("llama-3.1-8b", "h200", Request(task="serve", prompt=1024, gen=256, concurrency=16,
+                                                       num_prompts=0)).to_dict()
+    for figure, key in (("tpot", "tpot_s"), ("ttft", "ttft_s")):
+        expected = serving_band(table, figure, "closed")
+        assert expected is not None
+        assert closed["interval_basis"][key] == expected.basis
+        assert "blind published serving rows (closed loop" in expected.basis
+        lo, hi = closed["intervals"][key]
+        assert lo == pytest.approx(closed[key] * (1 + expected.low))
+        assert hi == pytest.approx(closed[key] * (1 + expected.high))
+    # prefill is gpumatch's own pass: it keeps the micro-benchmark band
+    assert closed["interval_basis"]["prefill_s"].startswith("extrapolated from shipped residual table")
+    rate = estimate("llama-3.1-8b", "h200", Request(task="serve", prompt=1024, gen=256, request_rate=2.0)).to_dict()
+    open_tpot = serving_band(table, "tpot", "open")
+    assert open_tpot is not None and rate["interval_basis"]["tpot_s"] == open_tpot.basis
+
+
+def test_the_serving_band_is_the_rows_quantiles_and_keeps_the_figure_inside() -> None:
+    table = default_serving_residuals()
+    k = table.kind("tpot", "closed")
+    assert k is not None
+    b = serving_band(table, "tpot", "closed")
+    w = small_sample_factor(k.n)
+    assert b is not None
+    assert b.low == pytest.approx(max(min(k.median - (k.median - k.q05) * w, -TIME_FLOOR), -0.9))
+    assert b.high == pytest.approx(max(k.median + (k.q95 - k.median) * w, TIME_FLOOR))
+    assert b.low < 0 < b.high
+    assert serving_band(table.model_copy(update={"kinds": ()}), "tpot", "closed") is None
+    # a request that is not served keeps the micro-benchmark bands
+    infer = Where(card=H200, precision="bf16", task="infer", params=8e9, context=2048, count=1)
+    bands = figure_bands({"tpot_s": 0.01, "ttft_s": 0.05}, infer, False, serving=table)
+    assert "shipped residual table" in bands["tpot_s"].basis and "published" not in bands["ttft_s"].basis

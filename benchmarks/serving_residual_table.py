@@ -1,0 +1,46 @@
+"""Regenerate the serving residual table behind every serving estimate's TTFT and TPOT interval.
+
+Usage: ``python benchmarks/serving_residual_table.py [--check]``. Writes
+``src/gpumatch/estimate/data/serving_residuals.json`` from the published serving batches of
+:data:`BATCHES` (``tests/data/published``: settings, frozen predictions, measured values;
+:func:`gpumatch.calibrate.serving_residuals.serving_residual_table`); ``--check`` writes nothing and exits 1 when the
+committed file differs from what calibrate computes now. A new blind batch is one more entry of :data:`BATCHES`
+once its values are read (its frozen predictions stay what they were).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gpumatch.calibrate.residuals import table_json
+from gpumatch.calibrate.serving_residuals import serving_residual_table
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "published"
+OUT = ROOT / "src" / "gpumatch" / "estimate" / "data" / "serving_residuals.json"
+BATCHES = ("2026-12-06", "2026-12-07", "2026-12-07b", "2026-12-07c", "2026-12-07d")
+"""The blind batches collected with their client settings (docs/estimators.md, 'Fourth batch' onward)."""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", action="store_true", help="compare with the committed file; write nothing")
+    args = ap.parse_args()
+    table = serving_residual_table(DATA, BATCHES)
+    for k in table["kinds"]:
+        print(f"{k['figure']:<5} {k['loop']:<7} n={k['n']:<4} q05={k['q05']:+.3f} median={k['median']:+.3f} "
+              f"q95={k['q95']:+.3f}")
+    text = table_json(table)
+    if args.check:
+        same = OUT.exists() and OUT.read_text(encoding="utf-8") == text
+        state = "up to date" if same else "STALE: run python benchmarks/serving_residual_table.py"
+        print(f"{OUT.relative_to(ROOT)}: {state}")
+        sys.exit(0 if same else 1)
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
