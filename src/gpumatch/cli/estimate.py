@@ -69,6 +69,9 @@ FLAGS: dict[str, Flag] = {
                                   "published sweeps; 0 = the long-run steady state the planner ranks).")),
     "length_low": Flag(float, _OPT(None, "--length-low", help="Task serve, replay: draw prompt and output lengths "
                                    "in [F × L, L] (default 1 = fixed; InferenceX's --random-range-ratio 0.8).")),
+    "memory_fraction": Flag(float, _OPT(None, "--memory-fraction", help="Task serve: share of GPU memory the "
+                                        "engine takes (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static; "
+                                        "default: the engine profile's, e.g. 0.9).")),
     "precision": Flag(str, _OPT(None, "--precision", help=fl.PRECISION_HELP)),
     "kv_precision": Flag(str, _OPT(None, "--kv-precision", help=fl.KV_PRECISION_HELP)),
     "optimizer": Flag(str, _OPT(None, "--optimizer", help=fl.choices(OPTIMIZERS) + ".")),

@@ -170,6 +170,9 @@ class Case:
     """Dense peak of the attention core's path (NaN: ``peak_flops_per_s``): the activations' 16-bit path, or
     FP8 for a serving engine with an FP8 KV cache (:func:`gpumatch.estimate.options.attention_precision`)."""
     offload: Num = 0.0
+    engine_memory_fraction: Num = float("nan")
+    """Task serve: the share of GPU memory the engine takes, as the request set it (NaN: the engine profile's;
+    :func:`gpumatch.estimate.serving.kv_pool`)."""
     prefill_chunk: Num = 8192.0
     in_flight: Num = float("inf")
     weight_bytes: Num = 2.0

@@ -203,6 +203,7 @@ def shape_numbers(req: Request) -> dict[str, float]:
         "engine_attention": 1.0 if engine_kernels else 0.0,
         "offload": 1.0 if req.offload_optimizer else 0.0,
         "prefill_chunk": float(req.prefill_chunk),
+        "engine_memory_fraction": float("nan") if req.memory_fraction is None else float(req.memory_fraction),
         "in_flight": float("inf") if req.training else float(req.in_flight),
         "graphs": 1.0 if (req.cuda_graphs if req.cuda_graphs is not None else not req.training) else 0.0,
         "rc_full": 1.0 if rc == "full" else 0.0, "rc_selective": 1.0 if rc == "selective" else 0.0,

@@ -53,6 +53,7 @@ class EstimateQuery:
     curve: bool = False
     num_prompts: int | None = None
     length_low: float | None = None
+    memory_fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def request_of(work: WorkRequest, query: EstimateQuery) -> Request:
     layout = {"count": query.count, "tp": query.tp, "pp": query.pp, "dp": query.dp, "zero": query.zero,
               "recompute": query.recompute, "micro_batches": query.micro_batches,
               "offload_optimizer": query.offload_optimizer or None, "num_prompts": query.num_prompts,
-              "length_low": query.length_low}
+              "length_low": query.length_low, "memory_fraction": query.memory_fraction}
     opts.update({k: v for k, v in layout.items() if v is not None})
     if work.replica_batch is not None:
         opts["concurrency"] = work.replica_batch * _replicas(query)

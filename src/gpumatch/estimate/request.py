@@ -170,6 +170,11 @@ class Request(BaseModel):
     length_low: float = 1.0
     """Task ``serve``, replay: prompt and output lengths drawn uniformly in ``[length_low × L, L]`` (1 = fixed,
     as ``vllm bench serve`` by default; 0.8 as InferenceX's ``--random-range-ratio``)."""
+    memory_fraction: float | None = None
+    """Task ``serve``: the share of GPU memory the engine takes, 0 < f <= 1 (vLLM ``--gpu-memory-utilization``,
+    SGLang ``--mem-fraction-static``: of the whole card; TensorRT-LLM ``free_gpu_memory_fraction``: of what the
+    weights and activations leave); None = the engine profile's (``estimate/data/engines.toml``). It sizes the KV
+    pool, so the requests admitted at once."""
 
     @model_validator(mode="before")
     @classmethod
@@ -356,6 +361,13 @@ def _check_serving(req: Request) -> None:
                          "use --task serve without --request-rate (engine vllm, sglang or trtllm)")
     if req.num_prompts is not None and not 0 <= req.num_prompts <= MAX_NUM_PROMPTS:
         raise InputError(f"--num-prompts must be 0 (steady state) to {MAX_NUM_PROMPTS}, got {req.num_prompts}")
+    if req.memory_fraction is not None:
+        if req.serving_engine == "static":
+            raise InputError("--memory-fraction sizes a serving engine's KV pool, but the engine is static",
+                             "use --task serve with --engine vllm, sglang, trtllm or gpumatch")
+        if not (0.0 < req.memory_fraction <= 1.0):
+            raise InputError(f"--memory-fraction must be in (0, 1], got {req.memory_fraction}",
+                             "vLLM's --gpu-memory-utilization default is 0.9")
     if not 0.0 < req.length_low <= 1.0:
         raise InputError(f"--length-low must be in (0, 1], got {req.length_low}",
                          "1 = fixed lengths; 0.8 draws each length in [0.8 L, L]")

@@ -299,13 +299,17 @@ class _Costs:
 def kv_pool(m: ModelNums, c: Case, cal: Calibration, profile: EngineProfile, budget: float) -> float:
     """KV bytes per GPU the engine keeps: its memory share minus weights, the activations of a ``budget``-token
     pass and the runtime overhead (``memory_fraction_of = "total"``), or its share of what those leave
-    (``"free"``)."""
+    (``"free"``). The share is the profile's ``memory_fraction`` unless the request set its own
+    (``c.engine_memory_fraction``: vLLM's ``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static``,
+    TensorRT-LLM's ``free_gpu_memory_fraction``)."""
     items = _memory_items(m, replace(c, seqs_per_replica=1.0, prefill_chunk=max(budget, 1.0)), cal)
     used = items["weights_bytes"] + items["activations_bytes"] + items["overhead_bytes"]
     cap = float(c.capacity_bytes)
+    asked = float(c.engine_memory_fraction)
+    share = asked if math.isfinite(asked) else profile.memory_fraction
     if profile.memory_fraction_of == "total":
-        return max(profile.memory_fraction * cap - used, 0.0)
-    return max(profile.memory_fraction * (cap - used), 0.0)
+        return max(share * cap - used, 0.0)
+    return max(share * (cap - used), 0.0)
 
 
 def _memory_items(m: ModelNums, c: Case, cal: Calibration) -> dict[str, float]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpumatch.cli.app import app
+from gpumatch.cli.app import app, main
 from gpumatch.errors import InputError
 from gpumatch.estimate import Request, estimate
 from gpumatch.estimate.serving import engine_profiles
@@ -292,3 +292,35 @@ def test_a_serve_estimate_says_its_ttft_counts_the_engine_passes_only(extra: lis
     assert table.exit_code == 0 and "engine passes only" in " ".join(table.output.split())
     doc = json.loads(runner.invoke(app, [*args, "--format", "json"]).output)
     assert "front end's fixed cost per request" in doc["serving"]["ttft_leaves_out"]
+
+
+def test_the_engine_memory_fraction_sizes_the_kv_pool() -> None:
+    """vLLM's --gpu-memory-utilization (the engine's share of the card) sets the KV pool: weights, activations
+    and overhead come off it (serving.kv_pool), so a quarter of an 80 GB card leaves a 7B model a small pool."""
+    def pool(frac: float | None) -> float:
+        est = estimate("qwen2.5-7b", "A100 SXM4 80GB",
+                       Request(**SERVE, concurrency=64, num_prompts=0, memory_fraction=frac), with_scaling=False)
+        assert est.serving is not None
+        return float(est.serving["kv_pool_bytes"])
+
+    default, half, quarter = pool(None), pool(0.5), pool(0.25)
+    assert default == pytest.approx(pool(0.9))  # vLLM's profile default
+    # the share moves the pool by the card's capacity × the difference (the rest is fixed)
+    capacity = default - half
+    assert half - quarter == pytest.approx(capacity * 0.25 / 0.4, rel=1e-6)
+    assert 0 < quarter < half < default
+
+
+def test_the_memory_fraction_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(InputError, match="memory-fraction"):
+        Request(**SERVE, memory_fraction=1.5)
+    with pytest.raises(InputError, match="static"):
+        Request(**SERVE, engine="static", memory_fraction=0.5)
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve", "--concurrency", "8",
+            "--num-prompts", "0", "--format", "json"]
+    r = CliRunner().invoke(app, [*args, "--memory-fraction", "0.3"])
+    assert r.exit_code == 0, r.output
+    small = json.loads(r.stdout)["serving"]["kv_pool_bytes"]
+    assert small < json.loads(CliRunner().invoke(app, args).stdout)["serving"]["kv_pool_bytes"]
+    assert main([*args, "--memory-fraction", "0"]) == 2
+    assert "--memory-fraction must be in (0, 1]" in capsys.readouterr().err
