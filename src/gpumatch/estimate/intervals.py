@@ -253,7 +253,8 @@ def _widenings(k: ResidualKind, kind: str, where: Where, other_card_floor: float
     octaves = _octaves(where.params, *k.params_range) + _octaves(where.context, *k.context_range)
     if octaves > 0:
         factor *= min(MAX_EXTRAPOLATION, 1.0 + EXTRAPOLATION_PER_OCTAVE * octaves)
-        why.append(f"{octaves:.1f} octaves beyond the measured size/context")
+        why.append(f"{octaves:.1f} octaves beyond the measured size/context" if octaves >= 0.05 else
+                   "just beyond the measured size/context (under 0.05 octave)")
     unmeasured = []
     if where.precision != k.precision and not {where.precision, k.precision} <= set(MEASURED_PRECISIONS):
         unmeasured.append(f"precision {where.precision} never measured")
