@@ -137,6 +137,7 @@ def estimate(
                 "recompute": req.recompute, "flash": req.flash,
                 "in_flight": None if req.task in TRAIN_TASKS else req.in_flight},
         precision={"weights": req.precision if req.task != "qlora" else "nf4", "weight_bytes": case.weight_bytes,
+                   "kept_16_bit": _kept_16_bit(arch, case),
                    "kv_bytes": case.kv_bytes, "kv": kv_precision(req)[0], "kv_basis": kv_precision(req)[1],
                    "activation_bytes": case.act_bytes,
                    "optimizer": req.optimizer if req.task in TRAIN_TASKS else None,
@@ -154,6 +155,13 @@ def estimate(
         interval_basis=span_basis,
         serving=None if sv is None else sv.assumptions(float(case.dp)),
     )
+
+
+def _kept_16_bit(arch: ModelArch, case: Case) -> list[str]:
+    """The tensors a quantized checkpoint keeps at the activations' 16 bits (:mod:`gpumatch.estimate.precision`):
+    attention of an MoE model with FP4 experts, the embedding and the LM head; empty when none differ."""
+    kept = ["attention"] if arch.is_moe and float(case.moe_attention_weight_bytes) != float(case.weight_bytes) else []
+    return kept + (["embedding", "LM head"] if float(case.edge_weight_bytes) != float(case.weight_bytes) else [])
 
 
 def _weights(req: Request) -> str:

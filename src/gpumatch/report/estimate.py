@@ -65,7 +65,9 @@ def field_values(d: dict[str, Any], human: bool = True) -> dict[str, Any]:
     }
     prec = d.get("precision") or {}
     if prec.get("kv") and d["task"] not in TRAINING:
-        view["precision"] = f"weights {prec['weights']}, KV cache {prec['kv_basis']}"
+        kept = prec.get("kept_16_bit") or []
+        weights = f"{prec['weights']} ({', '.join(kept)} 16-bit)" if kept else prec["weights"]
+        view["precision"] = f"weights {weights}, KV cache {prec['kv_basis']}"
     for k in MEMORY_ITEMS:
         view[f"memory.{k}"] = gib(mem[f"{k}_bytes"])
     if human:

@@ -82,3 +82,14 @@ def test_decode_step_reads_the_16_bit_tensors() -> None:
         grown_s = (float(decode_step(m, case, 512.0, cal)["time_s"])
                    - float(decode_step(m, quantized, 512.0, cal)["time_s"]))
         assert grown_s == pytest.approx(expected_s, rel=0.05)
+
+
+def test_the_estimate_states_which_tensors_stay_16_bit() -> None:
+    def kept(model: str, precision: str) -> list[str]:
+        d = estimate(model, H100, Request(task="serve", precision=precision, concurrency=4, num_prompts=0)).to_dict()
+        return list(d["precision"]["kept_16_bit"])
+
+    assert kept("llama-3.1-8b", "bf16") == []
+    assert kept("llama-3.1-8b", "fp8") == ["embedding", "LM head"]
+    assert kept("gpt-oss-20b", "mxfp4") == ["attention", "embedding", "LM head"]
+    assert kept("deepseek-v3", "fp8") == ["embedding", "LM head"]  # FP8 experts: attention is FP8 as well
