@@ -35,13 +35,17 @@ def main() -> None:
         print(f"held-out {c.kind:<11} {c.inside}/{c.n} inside ({c.share * 100:.0f}%), mean half-width "
               f"{c.mean_half_width * 100:.1f}%")
     print(f"held-out all         {inside}/{total} inside ({inside / total * 100:.0f}%)")
-    text = table_json(table)
-    if args.check:
-        same = OUT.exists() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT.relative_to(ROOT)}: {'up to date' if same else 'STALE: run python benchmarks/residual_table.py'}")
+    check_or_write(OUT, table_json(table), args.check, Path(__file__).name)
+
+
+def check_or_write(out: Path, text: str, check: bool, script: str) -> None:
+    """Write ``text`` to ``out``; with ``check``, write nothing and exit 1 when ``out`` differs from it."""
+    if check:
+        same = out.exists() and out.read_text(encoding="utf-8") == text
+        print(f"{out.relative_to(ROOT)}: {'up to date' if same else f'STALE: run python benchmarks/{script}'}")
         sys.exit(0 if same else 1)
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

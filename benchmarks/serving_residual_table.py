@@ -11,8 +11,9 @@ once its values are read (its frozen predictions stay what they were).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from residual_table import check_or_write
 
 from gpumatch.calibrate.residuals import table_json
 from gpumatch.calibrate.serving_residuals import serving_residual_table
@@ -32,14 +33,7 @@ def main() -> None:
     for k in table["kinds"]:
         print(f"{k['figure']:<5} {k['loop']:<7} n={k['n']:<4} q05={k['q05']:+.3f} median={k['median']:+.3f} "
               f"q95={k['q95']:+.3f}")
-    text = table_json(table)
-    if args.check:
-        same = OUT.exists() and OUT.read_text(encoding="utf-8") == text
-        state = "up to date" if same else "STALE: run python benchmarks/serving_residual_table.py"
-        print(f"{OUT.relative_to(ROOT)}: {state}")
-        sys.exit(0 if same else 1)
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    check_or_write(OUT, table_json(table), args.check, Path(__file__).name)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ import functools
 import math
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -111,8 +111,8 @@ class ResidualKind(_Strict):
     cases: tuple[str, ...]
 
 
-class Residuals(_Strict):
-    """The residual table (``estimate/data/residuals.json``), with where it comes from."""
+class _Table(_Strict):
+    """What a residual table says of itself: its statistic, the set and files it comes from, and when."""
 
     schema_version: int = Field(1, alias="schema")
     statistic: str
@@ -120,6 +120,14 @@ class Residuals(_Strict):
     provenance: str
     files: tuple[str, ...]
     date: str
+
+
+_T = TypeVar("_T", bound=_Table)
+
+
+class Residuals(_Table):
+    """The residual table (``estimate/data/residuals.json``), with where it comes from."""
+
     kinds: tuple[ResidualKind, ...]
     source: str | None = None
     """What the table is, as a basis says it: None for the shipped table, ``calibration #7`` for the held-out
@@ -144,30 +152,29 @@ class ServingResidualKind(_Strict):
     q95: float = Field(ge=-1.0)
 
 
-class ServingResiduals(_Strict):
+class ServingResiduals(_Table):
     """The serving residual table (``estimate/data/serving_residuals.json``; module docstring, rule 6)."""
 
-    schema_version: int = Field(1, alias="schema")
-    statistic: str
-    set: str
-    provenance: str
-    files: tuple[str, ...]
-    date: str
     kinds: tuple[ServingResidualKind, ...]
 
     def kind(self, figure: str, loop: str) -> ServingResidualKind | None:
         return next((k for k in self.kinds if k.figure == figure and k.loop == loop), None)
 
 
-def parse_residuals(data: Any, label: str = "residuals") -> Residuals:
-    """Validate a residual table (a JSON object); every problem is a :class:`DataFileError` naming the field."""
+def _validated(table: type[_T], data: Any, label: str, script: str) -> _T:
+    """``data`` (a JSON object) as a ``table``; every problem is a :class:`DataFileError` naming the field and the
+    script that regenerates the file."""
     try:
-        return Residuals.model_validate(data)
+        return table.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise DataFileError(f"{label}: {where}: {err['msg']}", "regenerate it: python benchmarks/residual_table.py"
-                            ) from e
+        raise DataFileError(f"{label}: {where}: {err['msg']}", f"regenerate it: python benchmarks/{script}") from e
+
+
+def parse_residuals(data: Any, label: str = "residuals") -> Residuals:
+    """Validate a residual table (a JSON object); every problem is a :class:`DataFileError` naming the field."""
+    return _validated(Residuals, data, label, "residual_table.py")
 
 
 @functools.cache
@@ -184,14 +191,9 @@ def default_serving_residuals() -> ServingResiduals:
     """The shipped serving residual table (``gpumatch/estimate/data/serving_residuals.json``)."""
     import json
 
-    label = "estimate/data/serving_residuals.json"
     text = (resources.files("gpumatch.estimate") / "data" / "serving_residuals.json").read_text(encoding="utf-8")
-    try:
-        return ServingResiduals.model_validate(json.loads(text))
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise DataFileError(f"{label}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}",
-                            "regenerate it: python benchmarks/serving_residual_table.py") from e
+    return _validated(ServingResiduals, json.loads(text), "estimate/data/serving_residuals.json",
+                      "serving_residual_table.py")
 
 
 def small_sample_factor(n: int) -> float:
