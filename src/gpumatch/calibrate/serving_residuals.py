@@ -71,6 +71,6 @@ def serving_residual_table(directory: Path, dates: Sequence[str]) -> dict[str, A
         "provenance": ("gpumatch.calibrate.serving_residuals.serving_residual_table: published serving rows "
                        "predicted by the estimator of each batch's frozen_at_commit before its values were read"),
         "files": [p.name for p in frozen],
-        "date": max(dates),
+        "date": max(d[:10] for d in dates),
         "kinds": kinds,
     }
