@@ -44,7 +44,7 @@ from gpumatch.estimate.calibration import ServingFit
 
 BOUNDS: dict[str, tuple[float, float]] = {"host_pass_s": (0.0, 0.05), "host_seq_s": (0.0, 1e-3)}
 """Search ranges, seconds: up to 50 ms per pass and 1 ms per running sequence per pass (the shipped profile has
-58 µs and 2.1 µs; a pass of an 8B model on an H200 takes 5-60 ms)."""
+30 µs and 12.1 µs; a pass of an 8B model on an H200 takes 5-60 ms)."""
 FIGURES = {"tpot_s": "mean TPOT", "output_tokens_per_s": "output throughput"}
 
 

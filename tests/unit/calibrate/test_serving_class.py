@@ -15,6 +15,7 @@ from gpumatch.cli.app import main
 from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration, Request, estimate
 from gpumatch.estimate.calibration import ServingFit
+from gpumatch.estimate.serving import engine_profiles
 from gpumatch.loadgen.predict import PredictionSetup, predict_level
 from gpumatch.loadgen.runner import Level
 
@@ -82,7 +83,9 @@ def test_fitted_per_pass_costs_improve_held_out_load_levels(fit: StoredFit) -> N
     assert "serving-open" in scores and scores["serving-open"].fit_shapes == 0  # never fitted on
     sv = fit.calibration.serving
     assert sv is not None and sv.engine == "gpumatch"
-    assert sv.host_pass_s > 10 * 5.8e-5  # the shipped profile's dev-CPU host cost is far below the server's
+    # the shipped profile's host cost (the scheduler alone, without the forward or its synchronisation) is far below
+    # what the server's passes cost beyond the profile's model
+    assert sv.host_pass_s > 10 * engine_profiles()["gpumatch"].host_pass_s
     assert set(fit.provenance["serve_run_ids"]) == {3, 4, 5, 6}
     assert "serving.host_pass_s" in fit.provenance["fields"]
 

@@ -48,8 +48,9 @@ def test_replay_and_steady_state_accept_gpumatch() -> None:
     assert s is not None and s["engine"] == "gpumatch" and s["model"] == "benchmark-replay"
     assert s["token_budget"] == 8192 and s["max_seqs"] == 256 and s["replay"]["num_prompts"] == 320
     assert steady.serving is not None and steady.serving["model"] == "steady-state"
-    # the same mixed schedule and budget as vLLM on an H200, a smaller host cost per pass: a shorter TPOT
-    assert replayed.metrics["tpot_s"] < vllm.metrics["tpot_s"]
+    # the same mixed schedule and budget as vLLM on an H200, but unsplit SDPA decode attention and a larger host
+    # cost per running sequence (12.1 us measured on a GPU host against vLLM's 2 us): a longer TPOT at 32 in flight
+    assert replayed.metrics["tpot_s"] > vllm.metrics["tpot_s"]
 
 
 def test_cli_estimate_with_engine_gpumatch() -> None:
