@@ -49,16 +49,24 @@ def weight_params_per_gpu(m: ModelNums, c: Case) -> Num:
     return where(c.zero >= 3, sharded / c.dp, sharded)
 
 
+def layer_weight_bytes(m: ModelNums, c: Case, w_params: Num) -> Num:
+    """Bytes of ``w_params`` weights of one layer (whole model, before TP), its attention projections
+    (``m.layer_attention_params``) at ``c.moe_attention_weight_bytes`` in an MoE model (16-bit beside FP4
+    experts: :mod:`gpumatch.estimate.precision`), everything else at ``c.weight_bytes``."""
+    if m.experts <= 1:
+        return w_params * c.weight_bytes
+    return w_params * c.weight_bytes + m.layer_attention_params * (c.moe_attention_weight_bytes - c.weight_bytes)
+
+
 def weight_bytes_per_gpu(m: ModelNums, c: Case) -> Num:
-    """Bytes of the weights held per GPU (:func:`weight_params_per_gpu`) at ``c.weight_bytes`` each, except the
-    tensors a quantized checkpoint keeps at 16 bit (:mod:`gpumatch.estimate.precision`): the embedding and the LM
-    head at ``c.edge_weight_bytes`` and an MoE model's attention projections at ``c.moe_attention_weight_bytes``
-    (both equal ``c.weight_bytes`` for unquantized weights)."""
+    """Bytes of the weights held per GPU, as :func:`weight_params_per_gpu` counts them: each layer by
+    :func:`layer_weight_bytes`, the embedding and the LM head at ``c.edge_weight_bytes`` (16-bit in a quantized
+    checkpoint: :mod:`gpumatch.estimate.precision`)."""
     edge = where(c.pp > 1, m.embed_params, m.embed_params + m.head_params)
-    attn = layers_per_stage(m, c.pp) * m.layer_attention_params if m.experts > 1 else 0.0
-    extra = (edge * (c.edge_weight_bytes - c.weight_bytes)
-             + attn * (c.moe_attention_weight_bytes - c.weight_bytes)) / c.tp
-    return weight_params_per_gpu(m, c) * c.weight_bytes + where(c.zero >= 3, extra / c.dp, extra)
+    per_stage = (layers_per_stage(m, c.pp) * layer_weight_bytes(m, c, m.layer_params) + edge * c.edge_weight_bytes
+                 + m.hidden * c.weight_bytes)
+    sharded = per_stage / c.tp
+    return where(c.zero >= 3, sharded / c.dp, sharded)
 
 
 def adapter_params_per_gpu(m: ModelNums, c: Case) -> Num:

@@ -20,9 +20,10 @@ from gpumatch.estimate._num import vmin
 from gpumatch.estimate.api import model_arch, resolve_gpu
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import model_nums
+from gpumatch.estimate.memory import layer_weight_bytes
 from gpumatch.estimate.options import build_case
 from gpumatch.estimate.request import Request
-from gpumatch.estimate.roofline import GEMMS_PER_LAYER, layer_weight_bytes
+from gpumatch.estimate.roofline import GEMMS_PER_LAYER
 from gpumatch.models.arch import ModelArch
 from gpumatch.vocab import TRAINING_TASKS
 

@@ -17,7 +17,7 @@ from gpumatch.estimate import comm, flops
 from gpumatch.estimate._num import Num, is_one, vmax, vmin, where
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import Case, ModelNums
-from gpumatch.estimate.memory import layers_per_stage
+from gpumatch.estimate.memory import layer_weight_bytes, layers_per_stage
 
 GEMMS_PER_LAYER = 4.0
 """QKV (fused), output projection, gate+up (fused), down (as vLLM and the bench model run them)."""
@@ -88,15 +88,6 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
     attn = (tc, tm * starved)
     elem = op(0.0, elementwise_bytes(m, c, tokens, cal), 1.0, c, cal)
     return [gemm, attn, elem]
-
-
-def layer_weight_bytes(m: ModelNums, c: Case, w_params: Num) -> Num:
-    """Bytes of ``w_params`` weights of one layer (whole model, before TP), its attention projections
-    (``m.layer_attention_params``) at ``c.moe_attention_weight_bytes`` in an MoE model (16-bit beside FP4
-    experts: :mod:`gpumatch.estimate.precision`), everything else at ``c.weight_bytes``."""
-    if m.experts <= 1:
-        return w_params * c.weight_bytes
-    return w_params * c.weight_bytes + m.layer_attention_params * (c.moe_attention_weight_bytes - c.weight_bytes)
 
 
 def head_weight_bytes(m: ModelNums, c: Case) -> Num:
