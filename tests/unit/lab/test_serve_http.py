@@ -5,6 +5,7 @@ Prometheus text, vLLM-shaped errors, the non-loopback warning."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -130,6 +131,14 @@ def test_arrivals_join_running_decodes_and_wait_for_slots(server: ServerThread) 
     mixed = [i for i in log if i["kind"] == "mixed"]
     assert mixed and all(i["decode_rows"] + i["prefill_tokens"] <= BUDGET for i in log)
     assert any(i["decode_rows"] == 2 and i["prefill_tokens"] == BUDGET - 2 for i in mixed)  # a 20-word prompt chunked
+    # the log tells passes apart and places them in time: numbered in order, each starting after the one before ends
+    assert [i["index"] for i in log] == list(range(log[0]["index"], log[0]["index"] + len(log)))
+    assert all(b["start_s"] >= a["start_s"] + a["seconds"] for a, b in itertools.pairwise(log))
+    assert all(i["schedule_s"] >= 0.0 for i in log)
+    # and says what the runner ran: decode rows padded to a batch bucket, keys read up to a context bucket
+    decoding = [i for i in log if i["decode_rows"] > 0]
+    assert all(i["span"] >= i["decode_rows"] and i["context"] >= 1 for i in decoding)
+    assert not any(i["graph"] for i in log)  # a CPU runner replays no graph
 
 
 async def _until(sess: Any, url: str, cond: Any, tries: int = 400) -> dict[str, float]:

@@ -6,7 +6,10 @@ commands, plans one pass (:class:`gpumatch.bench.server.scheduler.Scheduler`), r
 thread: the HTTP layer hands it to its event loop with ``call_soon_threadsafe``). An error in a pass fails every
 request in flight and the engine refuses new ones (``/health`` turns 503).
 
-The iteration log keeps the last :data:`LOG_LENGTH` passes (kind, decode rows, prefill tokens, seconds).
+The iteration log keeps the last :data:`LOG_LENGTH` passes (:class:`Iteration`: its number and start, kind, decode
+rows, prefill tokens, the shape the runner ran and the seconds of scheduling and of the pass), so a load level's
+passes can be told apart and the time between tokens split into scheduling, pass and the gap between passes
+(``benchmarks/serve_passes.py``).
 Per-request times (arrival at :meth:`Engine.submit`, first scheduled, first and last token, ``time.monotonic``)
 feed the ``vllm:*`` histograms of :mod:`gpumatch.bench.server.metrics`.
 """
@@ -78,11 +81,23 @@ class Event(NamedTuple):
 
 @dataclass(frozen=True)
 class Iteration:
+    """One pass as the engine ran it. ``index``: passes since the engine started (0 first); ``start_s``: its start,
+    ``time.monotonic`` seconds (the clock of the request times); ``schedule_s``: the scheduler's planning before it;
+    ``seconds``: the pass itself (forward, sampled ids back, bookkeeping, events handed over); ``span`` x
+    ``context``: the batch bucket (decode rows padded to it) and context bucket (keys each decode row reads) the
+    runner ran, 0 where the runner does not say; ``graph``: replayed from a CUDA graph."""
+
     kind: str
     decode_rows: int
     prefill_tokens: int
     chunks: int
     seconds: float
+    index: int = 0
+    start_s: float = 0.0
+    schedule_s: float = 0.0
+    span: int = 0
+    context: int = 0
+    graph: bool = False
 
 
 @dataclass
@@ -125,6 +140,7 @@ class Engine:
         self._inbox: queue.SimpleQueue[_Command] = queue.SimpleQueue()
         self._callbacks: dict[int, Callable[[Event], None]] = {}
         self._ids = 0
+        self._passes = 0
         self._id_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gpumatch-engine", daemon=True)
@@ -175,13 +191,14 @@ class Engine:
             bind()
         while not self._stop.is_set():
             self._drain(block=False)
+            t0 = time.perf_counter()
             plan = self.scheduler.schedule()
             if not plan.decode and not plan.chunks:
                 self._gauges()
                 self._drain(block=True)
                 continue
             try:
-                self._pass(plan)
+                self._pass(plan, time.perf_counter() - t0)
             except Exception as exc:  # the device failed: every request in flight gets the error
                 self._fail(f"{type(exc).__name__}: {str(exc)[:300]}")
                 return
@@ -211,9 +228,9 @@ class Engine:
                     self.dispatch([(cb, Event(None, cmd.reason, len(seq.prompt), len(seq.out)))])
             self._gauges()
 
-    def _pass(self, plan: Plan) -> None:
+    def _pass(self, plan: Plan, schedule_s: float = 0.0) -> None:
         t0 = time.perf_counter()
-        now = time.monotonic()
+        now = start = time.monotonic()
         for c in plan.chunks:
             if c.seq.scheduled_s is None:
                 c.seq.scheduled_s = now
@@ -237,7 +254,10 @@ class Engine:
                 events.append((cb, self._event(s, sampled) if scored else
                                Event(s.out[-1], s.finish_reason, len(s.prompt), len(s.out), None, s.stop_reason)))
         seconds = time.perf_counter() - t0
-        self.log.append(Iteration(plan.kind, len(plan.decode), plan.prefill_tokens, len(plan.chunks), seconds))
+        span, context, graph = getattr(self.runner, "last_shape", (0, 0, False))
+        self.log.append(Iteration(plan.kind, len(plan.decode), plan.prefill_tokens, len(plan.chunks), seconds,
+                                  self._passes, start, schedule_s, span, context, graph))
+        self._passes += 1
         m = self.metrics
         m.iterations.labels(plan.kind).inc()
         m.iteration_s.observe(seconds)

@@ -107,6 +107,8 @@ class Runner:
         self.graphs: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._static: dict[str, torch.Tensor] = {}
         self.graph_error: str | None = None
+        self.last_shape: tuple[int, int, bool] = (0, 0, False)
+        """(batch bucket, context bucket, replayed from a graph) of the last pass (the engine's iteration log)."""
         self.compile_error: str | None = None
         self._pre: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = _pre_attention
         self._post: Callable[..., torch.Tensor] = _post_attention
@@ -188,10 +190,12 @@ class Runner:
         need = max((s.kv_tokens + 1 for s in plan.decode), default=1)
         context = self._bucket(self.context_buckets, need)
         rids = [s.rid for s in plan.decode] + [c.seq.rid for c in plan.chunks if c.completes]
+        graphed = not plan.chunks and not wants_logprobs(plan) and (span, context) in self.graphs
+        self.last_shape = (span, context, graphed)
         with torch.inference_mode():
             if wants_logprobs(plan):
                 return self._eager_logprobs(plan, span, context, rids)
-            if not plan.chunks and (span, context) in self.graphs:
+            if graphed:
                 ids = self._replay(plan, span, context)
             else:
                 ids = self._to_host(self._forward(self._batch(plan, span, context)))
