@@ -5,12 +5,13 @@ Scalar: :func:`estimate` (one :class:`Request` -> :class:`Estimate`). Vectorized
 :class:`Calibration` value with its basis and provenance.
 """
 
-from gpumatch.estimate.api import estimate, memory_curve, model_arch, resolve_gpu, run_metrics
+from gpumatch.estimate.api import estimate, memory_curve, model_arch, pass_costs, resolve_gpu, run_metrics
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import Case, ModelNums, model_nums
 from gpumatch.estimate.engine import INFER_TASKS, TASKS, TRAIN_TASKS, evaluate, memory_items, scaling
 from gpumatch.estimate.options import build_case
 from gpumatch.estimate.power import DEFAULT_SITE, Site
+from gpumatch.estimate.replay import PassCost, PassShape
 from gpumatch.estimate.request import Request
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS
@@ -27,6 +28,8 @@ __all__ = [
     "Estimate",
     "MemoryEstimate",
     "ModelNums",
+    "PassCost",
+    "PassShape",
     "PriceBasis",
     "Request",
     "Site",
@@ -37,6 +40,7 @@ __all__ = [
     "memory_items",
     "model_arch",
     "model_nums",
+    "pass_costs",
     "resolve_gpu",
     "run_metrics",
     "scaling",

@@ -16,11 +16,11 @@ import numpy as np
 from gpumatch.catalog import GpuSpec, get_gpu
 from gpumatch.catalog.prices import HOURLY_BASES, select_price, unpriced_mark
 from gpumatch.errors import InputError
-from gpumatch.estimate import fitting, served, serving
+from gpumatch.estimate import fitting, replay, served, serving
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import Case, model_nums
-from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, scaling
+from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, replica_case, scaling
 from gpumatch.estimate.intervals import Residuals, estimate_intervals, where_of
 from gpumatch.estimate.options import build_case, kv_precision
 from gpumatch.estimate.power import DEFAULT_SITE, Site
@@ -175,6 +175,20 @@ def _serving(arch: ModelArch, spec: GpuSpec, req: Request, case: Case,
                                request_rate=req.request_rate, prefix_hit_ratio=req.prefix_hit_ratio,
                                bench=served.benchmark_of(req.num_prompts, req.length_low, case),
                                targets=(req.slo_ttft_s, req.slo_tpot_s))
+
+
+def pass_costs(model: ModelArch | str, gpu: GpuSpec | str, request: Request,
+               passes: Sequence[replay.PassShape], calibration: Calibration | None = None) -> list[replay.PassCost]:
+    """What the serving model predicts for each of ``passes`` (an engine's logged passes: decode rows, their mean
+    context, prompt chunks) under ``request``'s engine profile (``--engine``) on one replica, part by part
+    (:class:`gpumatch.estimate.replay.PassCost`): the pass time the replay adds up, held against a measured one
+    (``benchmarks/serve_passes.py``)."""
+    arch, spec = model_arch(model), resolve_gpu(gpu)
+    case, _ = build_case(arch, spec, request)
+    if request.serving_engine == "static":
+        raise InputError("the static engine has no passes to cost", "use --engine vllm, sglang, trtllm or gpumatch")
+    return serving.pass_costs(model_nums(arch), replica_case(case), calibration or DEFAULT_CALIBRATION,
+                              request.serving_engine, spec.name, list(passes))
 
 
 def _fit_hint(arch: ModelArch, spec: GpuSpec, req: Request, cal: Calibration, site: Site,

@@ -235,6 +235,47 @@ def request_lengths(prompt: float, gen: float, bench: Benchmark) -> tuple[np.nda
     return draw(prompt), draw(gen)
 
 
+@dataclass(frozen=True)
+class PassShape:
+    """One pass as an engine ran it: ``decode_rows`` decoding requests at a mean ``context`` (tokens each attends,
+    its new one included) and the prompt ``chunks`` (first position, tokens)."""
+
+    decode_rows: int
+    context: float
+    chunks: tuple[tuple[float, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """One pass's predicted seconds by part (module docstring, "Pass time")."""
+
+    decode_s: float
+    """``D(B, ctx)``, or the one-token prefill's weight read for a pass without decodes."""
+    linear_s: float
+    """``L(B + T) − L(B)``: the prompt tokens' share of the linear work (÷ pipeline micro-batches)."""
+    attention_s: float
+    """``Σ [A(s + t) − A(s)]``: each chunk's attention over its own prompt (÷ pipeline micro-batches)."""
+    host_s: float
+    """The engine's CPU cost of the pass: ``host_pass_s + host_seq_s · (B + chunks)``."""
+
+    @property
+    def total_s(self) -> float:
+        return self.decode_s + self.linear_s + self.attention_s + self.host_s
+
+
+def pass_cost(k: _Costs, s: Scheduler, decode_rows: int, context: float,
+              chunks: list[tuple[float, float]]) -> PassCost:
+    """The cost of one pass of ``decode_rows`` decoding requests at mean ``context`` tokens and the prompt
+    ``chunks`` (first position, tokens) (module docstring, "Pass time"): the replay's pass, and what
+    :func:`gpumatch.estimate.pass_costs` holds against an engine's logged passes."""
+    seqs = decode_rows + len(chunks)
+    split = k.micro_batches(float(seqs)) if chunks else 1.0
+    attention = sum(k.chunk(start, t) for start, t in chunks) / split
+    linear = k.linear(decode_rows, sum(t for _, t in chunks)) / split
+    base = k.decode(decode_rows, context) if decode_rows else k.prefill_fixed_s
+    return PassCost(base, linear, attention, s.host_pass_s + s.host_seq_s * seqs)
+
+
 class Stalled(Exception):
     """The KV pool cannot hold the longest request's prompt and output: the replay could not finish it."""
 
@@ -424,13 +465,8 @@ class _Loop:
         if self.steps > MAX_PASSES:
             raise TooLarge(f"over {MAX_PASSES:,} scheduling steps after {self.done:,} of {self.n:,} requests")
         ctx = (float(np.mean(self.kv[decoders])) + (steps - 1) / 2.0) if b else 0.0
-        marg = sum(self.k.chunk(float(self.prompts[i] + self.made[i] - self.todo[i]), t) for i, t in chunks)
-        marg += self.k.linear(b, float(sum(t for _, t in chunks)))
-        seqs = b + len(chunks)
-        if chunks:
-            marg /= self.k.micro_batches(float(seqs))
-        base = self.k.decode(b, ctx) if b else self.k.prefill_fixed_s
-        tau = base + marg + self.s.host_pass_s + self.s.host_seq_s * seqs
+        spans = [(float(self.prompts[i] + self.made[i] - self.todo[i]), float(t)) for i, t in chunks]
+        tau = pass_cost(self.k, self.s, b, ctx, spans).total_s
         self.t += tau * steps
         self.passes += steps
         self.decode_time += tau * steps * b

@@ -503,6 +503,24 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
                    steady_tpot_s=sv.tpot_s)
 
 
+def pass_costs(m: ModelNums, c: Case, cal: Calibration, engine: str, gpu_name: str,
+               passes: list[replay.PassShape]) -> list[replay.PassCost]:
+    """The predicted cost of each of ``passes`` on one replica ``c`` of ``engine``: the replay's pass time
+    (:func:`gpumatch.estimate.replay.pass_cost`) with the engine profile's host costs, for holding an engine's
+    logged passes against the model part by part."""
+    if not passes:
+        return []
+    profile = profile_under(engine, cal, gpu_name)
+    sched = replay.Scheduler(schedule=profile.schedule, token_budget=math.inf, max_seqs=math.inf,
+                             kv_tokens=math.inf, reserve=profile.kv_admission == "reserve",
+                             host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s)
+    batch = max(max(p.decode_rows for p in passes), 1)
+    context = max(max(p.context for p in passes), max((s + t for p in passes for s, t in p.chunks), default=1.0))
+    tokens = max(sum(t for _, t in p.chunks) for p in passes)
+    k = replay.costs(m, c, cal, batch, context + 1.0, max(tokens, 1.0))
+    return [replay.pass_cost(k, sched, p.decode_rows, p.context, list(p.chunks)) for p in passes]
+
+
 def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | None, float | None]) -> float:
     """The highest open-loop rate (per replica) whose TTFT and TPOT meet ``targets`` (0 when none does)."""
     ttft_max, tpot_max = targets

@@ -138,6 +138,9 @@ def test_arrivals_join_running_decodes_and_wait_for_slots(server: ServerThread) 
     # and says what the runner ran: decode rows padded to a batch bucket, keys read up to a context bucket
     decoding = [i for i in log if i["decode_rows"] > 0]
     assert all(i["span"] >= i["decode_rows"] and i["context"] >= 1 for i in decoding)
+    assert all(i["decode_rows"] <= i["attended"] <= i["decode_rows"] * i["context"] for i in decoding)
+    assert all(sum(t for _, t in i["chunk_spans"]) == i["prefill_tokens"] == 0 for i in log if i["kind"] == "decode")
+    assert all(sum(t for _, t in i["chunk_spans"]) == i["prefill_tokens"] > 0 for i in mixed)
     assert not any(i["graph"] for i in log)  # a CPU runner replays no graph
 
 

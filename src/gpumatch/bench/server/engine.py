@@ -85,7 +85,9 @@ class Iteration:
     ``time.monotonic`` seconds (the clock of the request times); ``schedule_s``: the scheduler's planning before it;
     ``seconds``: the pass itself (forward, sampled ids back, bookkeeping, events handed over); ``span`` x
     ``context``: the batch bucket (decode rows padded to it) and context bucket (keys each decode row reads) the
-    runner ran, 0 where the runner does not say; ``graph``: replayed from a CUDA graph."""
+    runner ran, 0 where the runner does not say; ``graph``: replayed from a CUDA graph; ``attended``: the keys the
+    decode rows attend, summed over the rows (each row's context, its new token included); ``chunk_spans``: each
+    prompt chunk's (first position, tokens)."""
 
     kind: str
     decode_rows: int
@@ -98,6 +100,8 @@ class Iteration:
     span: int = 0
     context: int = 0
     graph: bool = False
+    attended: int = 0
+    chunk_spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -231,6 +235,8 @@ class Engine:
     def _pass(self, plan: Plan, schedule_s: float = 0.0) -> None:
         t0 = time.perf_counter()
         now = start = time.monotonic()
+        attended = sum(s.kv_tokens + 1 for s in plan.decode)
+        spans = tuple((c.start, c.length) for c in plan.chunks)
         for c in plan.chunks:
             if c.seq.scheduled_s is None:
                 c.seq.scheduled_s = now
@@ -256,7 +262,7 @@ class Engine:
         seconds = time.perf_counter() - t0
         span, context, graph = getattr(self.runner, "last_shape", (0, 0, False))
         self.log.append(Iteration(plan.kind, len(plan.decode), plan.prefill_tokens, len(plan.chunks), seconds,
-                                  self._passes, start, schedule_s, span, context, graph))
+                                  self._passes, start, schedule_s, span, context, graph, attended, spans))
         self._passes += 1
         m = self.metrics
         m.iterations.labels(plan.kind).inc()
