@@ -4,9 +4,11 @@
 its kind, decode rows and the keys they attend, its prompt chunks, the batch and context buckets the runner ran,
 its seconds and start. :func:`compare` costs each pass with :func:`gpumatch.estimate.pass_costs` twice:
 
-- ``as modelled``: the pass as the serving model sees it -- ``B`` decode rows at their mean context;
+- ``modelled``: ``B`` decode rows at their mean context -- the engine model without padding (an engine with paged
+  attention reads each row's own keys);
 - ``as run``: the shape the runner ran -- the decode rows padded to the batch bucket (``span``), each reading the
-  context bucket's keys (``context``): what a padded CUDA graph costs if the model's per-row costs hold.
+  context bucket's keys (``context``): what the ``gpumatch`` profile's padded model (``padded_decode``) costs for
+  this pass.
 
 The ratio measured / predicted per class of pass (kind and batch bucket) says which term of the pass time is off;
 the gap between one pass's end and the next one's start (scheduling, the engine loop, the HTTP thread's share of

@@ -115,6 +115,11 @@ class Scheduler:
     """True: a preempted request's blocks stay in the engine's prefix cache, evicted oldest-freed first, so its
     re-admission recomputes only what other allocations took since (vLLM V1 and SGLang: prefix caching on by
     default, module docstring)."""
+    padded_decode: bool = False
+    """True: the decode rows run as a CUDA graph captured for a padded shape (:func:`padded_shape`: ``gpumatch
+    serve``), so a pass costs the decode step of that shape."""
+    decode_slots: float = math.inf
+    """The largest batch bucket (the engine's slot count) when ``padded_decode``."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +240,34 @@ def request_lengths(prompt: float, gen: float, bench: Benchmark) -> tuple[np.nda
     return draw(prompt), draw(gen)
 
 
+CONTEXT_STEP = 512
+"""Context buckets of ``gpumatch serve`` above 512 tokens: steps of ``max(512, max_model_len / 8)``
+(``bench/server/runner.context_buckets``), 512 for the ``--max-model-len`` up to 4096 its runs use."""
+
+
+def batch_bucket(rows: float, slots: float = math.inf) -> int:
+    """The batch ``gpumatch serve`` runs ``rows`` decode rows as: the next power of two, at most the slot count
+    (``bench/server/runner.buckets``: 1, 2, 4, ... below the slots, then the slots)."""
+    if rows <= 0:
+        return 0
+    return int(min(2 ** math.ceil(math.log2(max(rows, 1.0)) - 1e-9), max(slots, math.ceil(rows))))
+
+
+def context_bucket(tokens: float) -> float:
+    """The keys every decode row of a ``gpumatch serve`` pass reads when the longest row attends ``tokens``:
+    powers of two from 16 to 512, then multiples of :data:`CONTEXT_STEP` (``bench/server/runner.context_buckets``;
+    its decode attention is one masked SDPA call over the context bucket, keys past a row's length masked but read)."""
+    if tokens <= 512:
+        return float(max(16, 2 ** math.ceil(math.log2(max(tokens, 1.0)) - 1e-9)))
+    return float(CONTEXT_STEP * math.ceil(tokens / CONTEXT_STEP - 1e-9))
+
+
+def padded_shape(rows: float, longest: float, slots: float = math.inf) -> tuple[int, float]:
+    """(rows, keys per row) of the decode graph ``gpumatch serve`` replays for ``rows`` decode rows whose longest
+    attends ``longest`` keys: :func:`batch_bucket` and :func:`context_bucket`."""
+    return batch_bucket(rows, slots), context_bucket(longest)
+
+
 @dataclass(frozen=True)
 class PassShape:
     """One pass as an engine ran it: ``decode_rows`` decoding requests at a mean ``context`` (tokens each attends,
@@ -243,6 +276,8 @@ class PassShape:
     decode_rows: int
     context: float
     chunks: tuple[tuple[float, float], ...] = ()
+    longest: float = 0.0
+    """Keys the longest decode row attends (what a padded engine's context bucket follows; 0: the mean context)."""
 
 
 @dataclass(frozen=True)
@@ -264,15 +299,19 @@ class PassCost:
 
 
 def pass_cost(k: _Costs, s: Scheduler, decode_rows: int, context: float,
-              chunks: list[tuple[float, float]]) -> PassCost:
-    """The cost of one pass of ``decode_rows`` decoding requests at mean ``context`` tokens and the prompt
-    ``chunks`` (first position, tokens) (module docstring, "Pass time"): the replay's pass, and what
-    :func:`gpumatch.estimate.pass_costs` holds against an engine's logged passes."""
+              chunks: list[tuple[float, float]], longest: float = 0.0) -> PassCost:
+    """The cost of one pass of ``decode_rows`` decoding requests at mean ``context`` tokens (the longest attending
+    ``longest``) and the prompt ``chunks`` (first position, tokens) (module docstring, "Pass time"): the replay's
+    pass, and what :func:`gpumatch.estimate.pass_costs` holds against an engine's logged passes. A padded engine
+    (``s.padded_decode``) pays the decode step of its graph's shape (:func:`padded_shape`)."""
     seqs = decode_rows + len(chunks)
     split = k.micro_batches(float(seqs)) if chunks else 1.0
     attention = sum(k.chunk(start, t) for start, t in chunks) / split
     linear = k.linear(decode_rows, sum(t for _, t in chunks)) / split
-    base = k.decode(decode_rows, context) if decode_rows else k.prefill_fixed_s
+    rows, ctx = decode_rows, context
+    if s.padded_decode and decode_rows:  # eager mixed passes pad their decode rows the same way
+        rows, ctx = padded_shape(decode_rows, max(longest, context), s.decode_slots)
+    base = k.decode(rows, ctx) if decode_rows else k.prefill_fixed_s
     return PassCost(base, linear, attention, s.host_pass_s + s.host_seq_s * seqs)
 
 
@@ -466,7 +505,8 @@ class _Loop:
             raise TooLarge(f"over {MAX_PASSES:,} scheduling steps after {self.done:,} of {self.n:,} requests")
         ctx = (float(np.mean(self.kv[decoders])) + (steps - 1) / 2.0) if b else 0.0
         spans = [(float(self.prompts[i] + self.made[i] - self.todo[i]), float(t)) for i, t in chunks]
-        tau = pass_cost(self.k, self.s, b, ctx, spans).total_s
+        longest = (float(np.max(self.kv[decoders])) + (steps - 1) / 2.0 + 1.0) if b else 0.0
+        tau = pass_cost(self.k, self.s, b, ctx, spans, longest).total_s
         self.t += tau * steps
         self.passes += steps
         self.decode_time += tau * steps * b

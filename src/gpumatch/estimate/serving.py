@@ -102,6 +102,7 @@ class EngineProfile(_Strict):
     kv_dtype: Literal["model", "checkpoint", "activations"]
     attention: Literal["engine", "sdpa"]
     prefix_cache: bool
+    padded_decode: bool = False
     tiers: tuple[Tier, ...] = Field(min_length=1)
     sources: tuple[Source, ...] = Field(min_length=1)
 
@@ -243,12 +244,21 @@ class _Costs:
     prompt: float
     gen: float
     computed: float
+    decode_slots: float = math.inf
+    """The engine's slot count: the largest batch bucket of a padded engine."""
     memo: dict[float, float] = field(default_factory=dict)
     linear_table: list[np.ndarray] = field(default_factory=list)
     """(tokens, seconds) of :meth:`_linear` on a geometric grid, made on first use (one vectorized call)."""
 
     def decode(self, batch: float) -> float:
+        """A decode step of ``batch`` rows at the mean context; for a padded engine, of its graph's shape with the
+        longest of ``batch`` requests spread over their outputs at ``prompt + gen · batch / (batch + 1)``
+        (:func:`gpumatch.estimate.replay.padded_shape`)."""
         ctx = flops.decode_context(self.prompt, self.gen)
+        if self.profile.padded_decode and batch > 0:
+            longest = self.prompt + self.gen * batch / (batch + 1.0) + 1.0
+            rows, ctx = replay.padded_shape(batch, longest, self.decode_slots)
+            batch = float(rows)
         c = replace(self.c, seqs_per_replica=max(batch, 1e-9))
         return float(roofline.decode_step(self.m, c, ctx, self.cal)["time_s"])
 
@@ -432,7 +442,6 @@ def steady_state(
     tier = profile.tier(gpu_name, float(c.capacity_bytes))
     budget = float(tier.token_budget)
     prompt, gen = float(c.prompt), float(c.gen)
-    k = _Costs(m, c, cal, profile, prompt, gen, prompt * (1.0 - prefix_hit_ratio))
     pool = kv_pool(m, c, cal, profile, budget)
     slots = kv_slots(m, c, profile, pool, prompt, gen)
     cap = min(slots, float(tier.max_seqs) if tier.max_seqs else math.inf)
@@ -441,6 +450,7 @@ def steady_state(
                      f"({pool / GIB:.2f} GiB of KV cache after weights and activations)")
     o1 = max(gen - 1.0, 0.0)
     cap_n = math.floor(cap)
+    k = _Costs(m, c, cal, profile, prompt, gen, prompt * (1.0 - prefix_hit_ratio), float(cap_n))
     sat_lam, _, _, _ = _closed(k, float(cap_n), budget, float(cap_n))
     if request_rate is None:
         running = min(concurrency, float(cap_n))
@@ -490,9 +500,12 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
         max_seqs=float(tier.max_seqs) if tier.max_seqs else math.inf,
         kv_tokens=math.floor(sv.kv_pool_bytes / per_token) if per_token > 0 else math.inf,
         reserve=profile.kv_admission == "reserve", host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s,
-        prefix_cache=profile.prefix_cache)
-    k = replay.costs(m, c, cal, replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0,
-                     min(sched.token_budget, clients * max(prompt, 1.0)))
+        prefix_cache=profile.prefix_cache, padded_decode=profile.padded_decode,
+        decode_slots=math.floor(min(sv.kv_slots, sv.max_seqs or math.inf)))
+    rows, longest = replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0
+    if profile.padded_decode:
+        rows, longest = replay.padded_shape(rows, longest, sched.decode_slots)
+    k = replay.costs(m, c, cal, rows, longest, min(sched.token_budget, clients * max(prompt, 1.0)))
     try:
         r = replay.run(k, sched, clients, bench, prompt, float(c.gen))
     except (replay.Stalled, replay.TooLarge) as e:

@@ -115,3 +115,17 @@ def test_graph_replay_path_gives_the_eager_tokens() -> None:
     eager, n = run(False)
     replayed, _ = run(True)
     assert n > 10 and replayed == eager
+
+
+def test_the_estimators_padded_shape_is_the_runners() -> None:
+    """estimate.replay.batch_bucket / context_bucket (the `gpumatch` profile's padded_decode) give the buckets the
+    runner picks, for every batch up to the slot count and every context up to --max-model-len 2048 and 4096
+    (steps of 512; a longer max_len steps by max_len / 8, which the estimator does not know)."""
+    from gpumatch.estimate.replay import batch_bucket, context_bucket
+
+    for slots in (64, 217, 256):
+        table = buckets(slots)
+        assert all(batch_bucket(b, slots) == next(x for x in table if x >= b) for b in range(1, slots + 1))
+    for max_len in (2048, 4096):
+        table = context_buckets(max_len)
+        assert all(context_bucket(n) == next(x for x in table if x >= n) for n in range(1, max_len + 1))
