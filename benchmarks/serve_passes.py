@@ -35,7 +35,7 @@ def main() -> None:
     its = level_iterations(doc, warmup_s)
     req = Request(task="serve", engine=args.engine, prompt=int(doc["prompt_tokens"]), gen=int(doc["output_tokens"]))
     rows = summarize(compare(its, args.model, args.gpu, req))
-    print(f"{args.passes.name}: c={doc['concurrency']}, {len(its)} passes after {warmup_s:.1f} s of warm-up")
+    print(f"{args.passes.name}: c={doc['concurrency']}, {len(its)} passes after {warmup_s:.2f} s of warm-up")
     print(f"{'kind':7} {'span':>4} {'n':>5} {'rows':>5} {'prompt':>6} {'meas ms':>8} {'gap ms':>6} "
           f"{'model ms':>8} {'as run':>7} {'m/model':>7} {'m/run':>6}")
     for r in rows:
