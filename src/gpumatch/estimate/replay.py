@@ -276,8 +276,6 @@ class PassShape:
     decode_rows: int
     context: float
     chunks: tuple[tuple[float, float], ...] = ()
-    longest: float = 0.0
-    """Keys the longest decode row attends (what a padded engine's context bucket follows; 0: the mean context)."""
 
 
 @dataclass(frozen=True)

@@ -520,7 +520,8 @@ def pass_costs(m: ModelNums, c: Case, cal: Calibration, engine: str, gpu_name: s
                passes: list[replay.PassShape]) -> list[replay.PassCost]:
     """The predicted cost of each of ``passes`` on one replica ``c`` of ``engine``: the replay's pass time
     (:func:`gpumatch.estimate.replay.pass_cost`) with the engine profile's host costs, for holding an engine's
-    logged passes against the model part by part."""
+    logged passes against the model part by part. Each pass is costed at the shape given: for a padded engine
+    (``padded_decode``) give the shape it ran (:func:`gpumatch.estimate.replay.padded_shape`)."""
     if not passes:
         return []
     profile = profile_under(engine, cal, gpu_name)
