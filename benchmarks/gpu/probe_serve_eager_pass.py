@@ -12,8 +12,10 @@ shape, which also compile any new shape):
   queued ahead, so enqueueing never waits for the GPU: the CPU's dispatch time alone;
 - ``gpu_s``: CUDA events around the same forward, recorded behind the sleep: the kernels back to back, no host gap.
 
-A pass is host-bound when ``host_s`` exceeds ``gpu_s``; then ``wall_s`` follows ``host_s``. Writes one JSON file,
-rewritten after every case.
+A pass is host-bound when ``host_s`` exceeds ``gpu_s``; then ``wall_s`` follows ``host_s``. ``host_s`` is valid
+only while the pass launches fewer kernels than CUDA's launch queue holds (about a thousand pending): beyond that
+enqueueing waits for the sleep kernel and ``host_s`` reads about the sleep (~1 s; the H100 run of 2026-12-07 saw
+this for every pass but a single 768-token prompt). Writes one JSON file, rewritten after every case.
 """
 
 from __future__ import annotations
