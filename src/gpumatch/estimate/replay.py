@@ -418,6 +418,9 @@ class _Loop:
         steps = 1 if self.pending else int(np.min(self.outs[decoders] - self.made[decoders]))
         if not self.s.reserve:
             steps = min(steps, int(self.s.kv_tokens - self.kv_used) // decoders.size)
+        if self.s.padded_decode:  # a stretch stays inside one context bucket of its longest request
+            need = int(np.max(self.kv[decoders])) + 1
+            steps = min(steps, int(context_bucket(need)) - need + 1)
         self._pass(decoders, [], max(steps, 1))
 
     def _prefill_ready(self) -> bool:
@@ -503,7 +506,7 @@ class _Loop:
             raise TooLarge(f"over {MAX_PASSES:,} scheduling steps after {self.done:,} of {self.n:,} requests")
         ctx = (float(np.mean(self.kv[decoders])) + (steps - 1) / 2.0) if b else 0.0
         spans = [(float(self.prompts[i] + self.made[i] - self.todo[i]), float(t)) for i, t in chunks]
-        longest = (float(np.max(self.kv[decoders])) + (steps - 1) / 2.0 + 1.0) if b else 0.0
+        longest = float(np.max(self.kv[decoders])) + 1.0 if b else 0.0  # the stretch's first pass: same bucket
         tau = pass_cost(self.k, self.s, b, ctx, spans, longest).total_s
         self.t += tau * steps
         self.passes += steps

@@ -62,3 +62,23 @@ def test_serve_estimates_of_the_gpumatch_profile_pay_the_padding(monkeypatch: py
                         lambda name: real(name).model_copy(update={"padded_decode": False}))
     plain = tpot(0), tpot(96)
     assert all(1.2e-3 < p - q < 2.6e-3 for p, q in zip(padded, plain, strict=True)), (padded, plain)
+
+
+def test_the_replay_pays_each_passs_context_bucket_as_the_longest_request_crosses_them() -> None:
+    """One client, prompt 768, 384 tokens, a decode step linear in the keys read (D0 + s * keys): the decode
+    passes attend 769 .. 1151 keys, read 1024 keys for the first 256 and 1536 for the rest (a stretch of
+    decode passes is split where the longest request crosses a bucket), so TPOT is their mean."""
+    import numpy as np
+
+    from gpumatch.estimate.replay import Benchmark, _Costs, run
+
+    d0, slope = 0.005, 1e-6
+    contexts = np.array([0.0, 4096.0])
+    k = _Costs(decode_table=np.tile(d0 + slope * contexts, (4, 1)), contexts=contexts,
+               prefill_x=np.array([0.0, 1e7]), attention_s=np.array([0.0, 0.0]), linear_x=np.array([1.0, 1e7]),
+               linear_s=np.array([0.0, 0.0]), prefill_fixed_s=0.004, micro_batches=lambda seqs: 1.0)
+    padded = Scheduler("mixed", 8192, math.inf, 1e9, True, 0.0, 0.0, padded_decode=True, decode_slots=64)
+    r = run(k, padded, 1, Benchmark(2), 768, 384)
+    keys = [context_bucket(768 + 1 + j) for j in range(383)]
+    assert keys.count(1024.0) == 256 and keys.count(1536.0) == 127
+    assert r.tpot_s == pytest.approx(d0 + slope * sum(keys) / len(keys))
