@@ -81,3 +81,20 @@ def test_level_iterations_drop_the_warm_up_and_refuse_an_empty_log() -> None:
     assert len(level_iterations(doc)) == 100
     with pytest.raises(InputError):
         level_iterations({"iterations": []})
+
+
+@pytest.mark.parametrize(("level", "decode_ratio"), [(1, 1.15), (24, 1.19), (56, 1.18)])
+def test_the_committed_h100_pass_logs_give_the_documented_decode_ratios(level: int, decode_ratio: float) -> None:
+    """docs/serve.md, "where a pass's time goes": the H100 run of 2026-12-07 (768/384; files under
+    tests/data/measurements/serve) read back through the comparison gives the decode passes' measured / as-run
+    ratio the page states, to its two decimals."""
+    import json
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parents[2] / "data" / "measurements" / "serve"
+    stem = f"2026-12-07-h100-serve-passes-768-384-c{level}"
+    doc = json.loads((base / f"{stem}-passes.json").read_text())
+    warmup_s = float(json.loads((base / f"{stem}.json").read_text())["levels"][-1]["warmup_s"])
+    rows = summarize(compare(level_iterations(doc, warmup_s), "llama-3.1-8b", "h100-sxm", REQ))
+    decode = [r for r in rows if r["kind"] == "decode"]
+    assert len(decode) == 1 and decode[0]["measured_over_as_run"] == pytest.approx(decode_ratio, abs=0.005)
