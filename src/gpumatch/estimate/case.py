@@ -45,6 +45,9 @@ class ModelNums:
     lora_params_per_rank_layer: float
     window: float = float("inf")
     window_fraction: float = 0.0
+    mla: bool = False
+    """Multi-head latent attention (DeepSeek-V2/V3): a latent KV cache and absorbed projections."""
+    shared_experts: float = 0.0
 
     @property
     def matmul_params_active(self) -> float:
@@ -106,6 +109,8 @@ def model_nums(m: ModelArch) -> ModelNums:
         lora_params_per_rank_layer=float(lora_rank1),
         window=float(m.sliding_window) if m.sliding_window else float("inf"),
         window_fraction=m.sliding_layers / m.layers if m.sliding_window else 0.0,
+        mla=m.uses_mla,
+        shared_experts=float(m.shared_experts),
     )
 
 

@@ -17,6 +17,7 @@ from gpumatch.estimate import comm, flops
 from gpumatch.estimate._num import Num, is_one, vmax, vmin, where
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import Case, ModelNums
+from gpumatch.estimate.kernels import engine_kernels_per_layer
 from gpumatch.estimate.memory import layer_weight_bytes, layers_per_stage
 
 GEMMS_PER_LAYER = 4.0
@@ -110,17 +111,22 @@ def elementwise_bytes(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> N
 
 
 def host_time(
-    gpu_s: Num, layers: Num, passes: Num, fixed_s: float, c: Case, cal: Calibration, graphs: Num = None
+    gpu_s: Num, layers: Num, passes: Num, fixed_s: float, c: Case, cal: Calibration, graphs: Num = None,
+    engine_kernels: Num = None,
 ) -> Num:
     """Host-side time of a step: kernel gaps, a fixed per-step cost, and -- in eager mode -- whatever part of
     the CPU's kernel dispatch (``eager_kernels_per_layer`` launches of ``eager_launch_s`` per layer and pass)
     the GPU work does not hide (dispatch runs ahead asynchronously, so the step takes the longer of the two).
     ``graphs`` overrides ``c.graphs`` (prefill is dispatched eagerly: 0). Serving engines (``c.fused``) launch
-    their fused kernels (``kernels_per_layer``) instead of eager PyTorch's ``eager_kernels_per_layer``.
+    ``engine_kernels`` per layer (:func:`gpumatch.estimate.kernels.engine_kernels_per_layer`; by default
+    ``kernels_per_layer``) instead of eager PyTorch's ``eager_kernels_per_layer``; every kernel costs
+    ``kernel_overhead_s`` of GPU time beyond its bytes, a plain PyTorch step ``kernels_per_layer`` of them.
     """
-    gaps = layers * passes * cal.kernels_per_layer * cal.kernel_overhead_s
+    fused_kernels = cal.kernels_per_layer if engine_kernels is None else engine_kernels
+    per_layer = c.fused * fused_kernels + (1.0 - c.fused) * cal.kernels_per_layer
+    gaps = layers * passes * per_layer * cal.kernel_overhead_s
     eager = 1.0 - (c.graphs if graphs is None else graphs)
-    kernels = c.fused * cal.kernels_per_layer + (1.0 - c.fused) * cal.eager_kernels_per_layer
+    kernels = c.fused * fused_kernels + (1.0 - c.fused) * cal.eager_kernels_per_layer
     cpu = eager * layers * passes * kernels * cal.eager_launch_s
     return gaps + fixed_s + vmax(cpu - gpu_s - gaps, 0.0)
 
@@ -169,9 +175,10 @@ def _stages(
     h_comp, h_mem = _acc([head])
     comm_ = layers * tp_ar + hops
     l_comp, l_mem = layers * comp + h_comp, layers * mem + h_mem
-    host = host_time(l_comp + l_mem + comm_, layers, 1.0, fixed_s, c, cal, graphs=graphs)
+    kernels = engine_kernels_per_layer(m, c)
+    host = host_time(l_comp + l_mem + comm_, layers, 1.0, fixed_s, c, cal, graphs=graphs, engine_kernels=kernels)
     s_comp, s_mem, s_comm = lps * comp + h_comp, lps * mem + h_mem, lps * tp_ar
-    s_host = host_time(s_comp + s_mem + s_comm, lps, 1.0, fixed_s, c, cal, graphs=graphs)
+    s_host = host_time(s_comp + s_mem + s_comm, lps, 1.0, fixed_s, c, cal, graphs=graphs, engine_kernels=kernels)
     return _result(l_comp, l_mem, comm_, host), _result(s_comp, s_mem, s_comm, s_host)
 
 

@@ -83,11 +83,12 @@ def test_level_iterations_drop_the_warm_up_and_refuse_an_empty_log() -> None:
         level_iterations({"iterations": []})
 
 
-@pytest.mark.parametrize(("level", "decode_ratio"), [(1, 1.15), (24, 1.19), (56, 1.18)])
+@pytest.mark.parametrize(("level", "decode_ratio"), [(1, 1.11), (24, 1.15), (56, 1.16)])
 def test_the_committed_h100_pass_logs_give_the_documented_decode_ratios(level: int, decode_ratio: float) -> None:
     """docs/serve.md, "where a pass's time goes": the H100 run of 2026-12-07 (768/384; files under
     tests/data/measurements/serve) read back through the comparison gives the decode passes' measured / as-run
-    ratio the page states, to its two decimals."""
+    ratio the page states, to its two decimals (1.11 / 1.15 / 1.16 with the engine kernel counts of
+    estimate/kernels.py; 1.15 / 1.19 / 1.18 with 10 kernels a layer before)."""
     import json
     from pathlib import Path
 

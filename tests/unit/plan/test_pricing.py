@@ -38,7 +38,9 @@ def test_on_demand_cost_is_count_times_the_median_even_with_a_budget() -> None:
 
 
 def test_purchase_basis_prices_by_amortized_purchase() -> None:
-    p = plan(_req(price_basis="purchase"))
+    """Cards with a catalog purchase price only (B200, H100 SXM, A100 SXM), so the shortlist is priced whatever
+    the ranking picks."""
+    p = plan(_req(price_basis="purchase", gpus_allow=("B200 180GB", "H100 SXM5 80GB", "A100 SXM4 80GB")))
     assert p.price_basis["basis"] == "purchase" and p.price_basis["text"].startswith("purchase, median")
     priced = [e for entries in p.shortlist.values() for e in entries if e["priced"]]
     assert priced
