@@ -5,8 +5,12 @@ costs ``Calibration.kernel_overhead_s`` beyond its bytes (launch, ramp-up and ta
 estimator charged every layer ``Calibration.kernels_per_layer`` (10) whatever its architecture; an engine's
 MoE or MLA layer, or an fp8 layer that quantizes each GEMM input, launches far more.
 
-The counts below follow the decode path of vLLM's model code (``llama.py``, ``deepseek_v2.py``, the ``FusedMoE``
-layer, ``Fp8LinearMethod``); SGLang's and TensorRT-LLM's paths launch the same kinds of kernels, fused in places:
+The dense counts follow vLLM's ``LlamaDecoderLayer.forward`` (``vllm/model_executor/models/llama.py``: fused
+add + RMSNorm, ``qkv_proj``, ``rotary_emb``, ``attn`` with its cache write, ``o_proj``, add + RMSNorm, ``gate_up_proj``,
+``act_fn``, ``down_proj``) plus the split-K reductions cuBLAS adds at small batch (the probe below); the MLA, MoE and
+quantization counts follow the structure of vLLM's ``deepseek_v2.py``, its ``FusedMoE`` layer and its fp8 linear
+method, not a profile. SGLang's and TensorRT-LLM's paths launch the same kinds of kernels, fused in places (TensorRT-
+LLM most), so these are upper counts for them:
 
 - dense attention block, 8: fused residual-add + RMSNorm; fused QKV GEMM; rotary embedding; KV-cache write;
   split-KV decode attention and its combine; output GEMM, split-K, and its reduction;
