@@ -2,9 +2,10 @@
 
 Usage: ``python benchmarks/freeze_engine_predictions.py ROWS.toml OUT.json`` (ROWS: the settings of each row, e.g.
 ``tests/data/published/engine-rows-2026-12-04.toml``). Each row is predicted with ``gpumatch estimate --task serve
---engine E --concurrency C [--num-prompts N --length-low R] --format json`` at the current commit (recorded as
-``frozen_at_commit``); the comparison (``gpumatch.calibrate.published.load_engine_cases``) reads these numbers and
-never recomputes them.
+--engine E --concurrency C [--num-prompts N --length-low R] [--prefix-hit-ratio H] --format json`` at the current
+commit (recorded as ``frozen_at_commit``); ``H`` comes from the rows file's optional ``[prefix_cache.hit_ratio]``
+table (row id -> share of the prompt the engine's prefix cache holds, where a source repeats its prompts). The
+comparison (``gpumatch.calibrate.published.load_engine_cases``) reads these numbers and never recomputes them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def predict(r: dict[str, Any]) -> dict[str, Any]:
+def predict(r: dict[str, Any], hit_ratio: float = 0.0) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpumatch", "estimate", "--model", r["model"], "--gpu", r["gpu"], "--count",
            str(r["tp"]), "--tp", str(r["tp"]), "--precision", r["precision"], "--task", "serve", "--engine",
            r["engine"], "--prompt", str(r["prompt"]), "--gen", str(r["gen"]), "--format", "json"]
@@ -31,12 +32,14 @@ def predict(r: dict[str, Any]) -> dict[str, Any]:
         for key, flag in (("num_prompts", "--num-prompts"), ("length_low", "--length-low")):
             if key in r:  # the benchmark replayed (rows collected with their client settings)
                 cmd += [flag, str(r[key])]
+    if hit_ratio > 0:
+        cmd += ["--prefix-hit-ratio", str(hit_ratio)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT).stdout
     d = json.loads(out)
     return {"id": r["id"], "model": r["model"], "gpu": d["gpu"], "tp": r["tp"], "precision": r["precision"],
             "kv_precision": None, "engine": r["engine"], "concurrency": r["concurrency"], "prompt": r["prompt"],
             "gen": r["gen"], "num_prompts": r.get("num_prompts"), "length_low": r.get("length_low"),
-            "fits": d["fits"], "ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"],
+            "prefix_hit_ratio": hit_ratio, "fits": d["fits"], "ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"],
             "output_tokens_per_s": d["output_tokens_per_s"], "serving": d["serving"], "warnings": d["warnings"]}
 
 
@@ -44,13 +47,17 @@ def main() -> None:
     rows_path, out_path = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
     spec = tomllib.loads(rows_path.read_text())
     rows = [dict(zip(spec["columns"], raw, strict=True)) for raw in spec["rows"]]
+    hits: dict[str, float] = spec.get("prefix_cache", {}).get("hit_ratio", {})
+    unknown = set(hits) - {r["id"] for r in rows}
+    if unknown:
+        raise SystemExit(f"[prefix_cache.hit_ratio] names rows that do not exist: {sorted(unknown)}")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
                             cwd=ROOT).stdout.strip()
     doc = {"frozen_at_commit": commit,
            "rule": "predicted with `gpumatch estimate --task serve` at the commit named, before the published values "
                    "were transcribed next to them; the comparison reads these numbers, never recomputes them",
            "rows_from": str(rows_path.relative_to(ROOT)),
-           "rows": [predict(r) for r in rows]}
+           "rows": [predict(r, float(hits.get(r["id"], 0.0))) for r in rows]}
     out_path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{len(rows)} predictions frozen at {commit} -> {out_path}", file=sys.stderr)
 
