@@ -25,7 +25,7 @@ from gpumatch.models import get_model
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "published"
-BATCHES = ("2026-12-06", "2026-12-07", "2026-12-07b", "2026-12-07c", "2026-12-07d")
+BATCHES = ("2026-12-06", "2026-12-07", "2026-12-07b", "2026-12-07c", "2026-12-07d", "2026-12-07e")
 """Batches in the order they were collected; each must bring back no row id or source of an earlier one."""
 MIN_ROWS = {"2026-12-07d": 4}
 """Rows a batch holds at least: 60, except the second half of the seventh batch (two PR threads, 4 rows)."""
