@@ -16,7 +16,7 @@ two on the card in one call, with the kernels a serving engine launches for a Ll
 - a 4 GiB device-to-device copy (the bandwidth ceiling measured in the same call) and the card's clocks/power
   as found (read only).
 
-Writes one JSON file, rewritten after every case. Usage (device):
+Writes one JSON file, rewritten after every case. Usage (device, ``PYTHONPATH`` reaching ``src``):
 ``python benchmarks/gpu/probe_engine_layer.py --out $OUT/engine-layer.json``.
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -34,6 +33,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gpumatch.bench.env import nvidia_smi
+
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, LAYERS = 4096, 32, 8, 128, 14336, 32
 QKV = (HEADS + 2 * KV_HEADS) * HEAD_DIM
 PROJ = ((QKV, HIDDEN), (HIDDEN, HEADS * HEAD_DIM), (2 * FFN, HIDDEN), (HIDDEN, FFN))
@@ -42,13 +43,13 @@ ROWS = (1, 8, 32, 64)
 FP8 = torch.float8_e4m3fn
 
 
-def smi() -> str:
-    q = "name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu"
-    try:
-        return subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv"], capture_output=True, text=True,
-                              timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"nvidia-smi failed: {e}"
+SMI_FIELDS = ("name", "driver_version", "clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.limit",
+              "temperature.gpu")
+
+
+def smi() -> list[dict[str, str]]:
+    """The card as found (read only), through the library's nvidia-smi query."""
+    return nvidia_smi(SMI_FIELDS)
 
 
 def graph_time_s(fn: Callable[[], Any], reps: int = 20, warmup: int = 3) -> float:
