@@ -48,6 +48,7 @@ class ModelNums:
     mla: bool = False
     """Multi-head latent attention (DeepSeek-V2/V3): a latent KV cache and absorbed projections."""
     shared_experts: float = 0.0
+    """Shared experts per MoE layer (DeepSeek, Qwen2-MoE): always active, beside the routed top-k."""
 
     @property
     def matmul_params_active(self) -> float:
