@@ -10,6 +10,7 @@ here before its predictions are frozen. A new batch is one more entry of :data:`
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import tomllib
@@ -64,6 +65,19 @@ def test_settings_keep_the_columns_and_every_row_has_one_measured_entry(date: st
     measured = [raw[0] for group in _measured(date)["group"] for raw in group["rows"]]
     assert len(measured) == len(set(measured))
     assert set(measured) == set(ids)
+
+
+@pytest.mark.parametrize("date", BATCHES)
+def test_prefix_cache_hit_ratios_name_rows_and_reach_the_frozen_predictions(date: str) -> None:
+    """The optional ``[prefix_cache.hit_ratio]`` table (2026-12-07e onward) names rows of its batch with a ratio in
+    [0, 1), and the frozen prediction of each row carries the ratio it was predicted with."""
+    hits: dict[str, float] = _spec(date).get("prefix_cache", {}).get("hit_ratio", {})
+    ids = {r["id"] for r in _rows(date)}
+    assert set(hits) <= ids
+    assert all(0.0 <= h < 1.0 for h in hits.values())
+    frozen = json.loads((DATA / f"engine-predictions-{date}.json").read_text())["rows"]
+    for row in frozen:
+        assert row.get("prefix_hit_ratio", 0.0) == hits.get(row["id"], 0.0)
 
 
 @pytest.mark.parametrize("date", BATCHES)
