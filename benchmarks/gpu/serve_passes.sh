@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpumatch serve --compile on one GPU (Llama-3.1-8B shape, random weights) under gpumatch bench serve, one closed-loop
-# level per call, with the server's own record of every pass of the level (GET /gpumatch/iterations: kind, decode
-# rows, prompt tokens, the batch and context buckets run, seconds, start) saved beside the level, so each pass can be
-# held against the estimator's cost of the same pass (benchmarks/serve_passes.py).
+# level per call. Each level's --out file holds the server's own record of every pass of the level (server_passes:
+# kind, decode rows, prompt tokens, the batch and context buckets run, seconds, start; gpumatch.loadgen.passes), so
+# each pass can be held against the estimator's cost of the same pass: python benchmarks/serve_passes.py LEVEL.json.
 # Usage (device): OUT=dir PROMPT=768 OUTPUT=384 LEVELS="1:8 24:96 56:112" bash benchmarks/gpu/serve_passes.sh
 # (LEVELS: concurrency:requests pairs; PYTHONPATH must reach gpumatch). TAG names the files (default DATE-CARD).
 set -u
@@ -22,17 +22,9 @@ done
 echo "server up after ${i} s"; head -8 "$OUT/$D-server.log"
 M=$(curl -s $URL/v1/models | python3 -c "import json,sys; print(json.load(sys.stdin)['data'][0]['id'])")
 C="--endpoint $URL --model $M --arch llama-3.1-8b --engine gpumatch --prompt-tokens $PROMPT --output-tokens $OUTPUT"
-last() { curl -s $URL/gpumatch/iterations | python3 -c "import json,sys; i=json.load(sys.stdin)['iterations']; print(i[-1]['index'] if i else -1)"; }
 for lv in $LEVELS; do
   c=${lv%%:*}; n=${lv##*:}
-  before=$(last)
   timeout 200 $G bench serve $C -c $c -n $n --store "$OUT/$D.sqlite" --out "$OUT/$D-c$c.json" | tail -12
-  curl -s $URL/gpumatch/iterations | python3 -c "
-import json,sys
-it=[i for i in json.load(sys.stdin)['iterations'] if i['index'] > $before]
-json.dump({'schema': 'gpumatch.serve-passes/1', 'concurrency': $c, 'requests': $n, 'prompt_tokens': $PROMPT,
-           'output_tokens': $OUTPUT, 'first_index': $before + 1, 'iterations': it}, open('$OUT/$D-c$c-passes.json','w'))
-print(len(it), 'passes saved; warm-up passes included (the level file says when its own requests began)')"
 done
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv > "$OUT/$D-smi.txt"
 kill -INT $SERVER; wait $SERVER; echo "server rc=$?"

@@ -123,6 +123,9 @@ class LevelResult:
     """The serving GPU's energy over the level (:mod:`.energy`); empty when the server publishes none."""
     warmup: list[RequestRecord] = field(default_factory=list)
     """The warm-up's records (never in the figures)."""
+    passes: dict[str, Any] = field(default_factory=dict)
+    """The server's log of the passes it ran for the level, warm-up first (:mod:`.passes`); empty when the server
+    keeps none. Written with the raw records only."""
 
     @property
     def client_bound(self) -> bool:
@@ -150,6 +153,8 @@ class LevelResult:
             d["ratio"] = ratios(self.summary, self.prediction)
         if raw:
             d["requests"] = [r.to_dict() for r in self.records]
+            if self.passes:
+                d["server_passes"] = self.passes
         return d
 
 
@@ -339,10 +344,12 @@ def _predicted_tpot(setup: PredictionSetup, level: Level, n: int) -> float | Non
 
 def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionSetup, check: ClientCheck | None,
              run_t0: float, inputs: Inputs, say: Progress) -> LevelResult:
-    from gpumatch.loadgen import energy
+    from gpumatch.loadgen import energy, passes
 
     specs = inputs.level(level)
     warm = inputs.warmup(level, warmup_count(req.warmup, level, req.num_prompts))
+    log = passes.fetch(target.base_url, req.api_key)
+    before = None if log is None else passes.last_index(log)
     run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight, ticker(say, level, specs),
                     warm, req.grace_s, ticker(say, level, warm, "warmup"))
     t1, now = time.time(), time.perf_counter()
@@ -353,9 +360,14 @@ def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionS
     doc = energy.fetch(target.base_url, t0, req.api_key)
     joined = energy.level_energy(doc, t0, t1, int(summary.get("total_output_tokens") or 0)) if doc else {}
     n = len(specs) if isinstance(specs, list) else len(run.records)
+    after = None if before is None else passes.fetch(target.base_url, req.api_key)
+    closed = level.mode == "concurrency"
+    about = {"concurrency": level.value if closed else None, "request_rate": None if closed else level.value,
+             "requests": n, "prompt_tokens": req.prompt_tokens, "output_tokens": req.output_tokens}
+    logged = {} if before is None or after is None else passes.level_doc(before, after, about)
     return LevelResult(level, summary, predict_level(setup, level, n), check,
                        lag_reason(run.records, req.limits), run.records, run.not_sent, run.aborted,
-                       run.t0 - run_t0, joined, run.warmup)
+                       run.t0 - run_t0, joined, run.warmup, logged)
 
 
 def _record(rec: Any, lv: LevelResult) -> None:

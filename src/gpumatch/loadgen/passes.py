@@ -1,0 +1,52 @@
+"""The server's own record of every pass it ran during a load level, kept beside the level's figures.
+
+``gpumatch serve`` logs each pass (``GET /gpumatch/iterations``: its number and start, kind, decode rows, prompt
+tokens, the batch and context buckets it ran, the seconds of scheduling and of the pass; the last
+:data:`gpumatch.bench.server.engine.LOG_LENGTH` of them). The load generator reads the log's last pass number
+before a level (warm-up included) and the log again after it, and keeps the passes in between
+(:func:`level_doc`), so each pass can be held against the estimator's cost of the same pass
+(:mod:`gpumatch.calibrate.passes`, ``benchmarks/serve_passes.py``). Any other server (vLLM, SGLang, ...) has no such
+endpoint and the level simply has no passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+FETCH_TIMEOUT_S = 10.0
+SCHEMA = "gpumatch.serve-passes/1"
+
+
+def fetch(base_url: str, api_key: str | None = None) -> list[dict[str, Any]] | None:
+    """The server's pass log (oldest first), or None when it keeps none (no endpoint, an error, no answer)."""
+    return asyncio.run(_fetch(base_url, api_key))
+
+
+async def _fetch(base_url: str, api_key: str | None) -> list[dict[str, Any]] | None:
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S),
+                                         headers=headers) as s, s.get(f"{base_url}/gpumatch/iterations") as r:
+            if r.status != 200:
+                return None
+            doc = await r.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
+    its = doc.get("iterations") if isinstance(doc, dict) else None
+    return its if isinstance(its, list) else None
+
+
+def last_index(log: list[dict[str, Any]]) -> int:
+    """The number of the last pass in ``log`` (-1 for an empty log: the next pass is number 0)."""
+    return int(log[-1]["index"]) if log else -1
+
+
+def level_doc(before: int, log: list[dict[str, Any]], about: dict[str, Any]) -> dict[str, Any]:
+    """The passes numbered after ``before`` (the level's, warm-up first) with ``about`` (what the level was);
+    ``complete`` is False when the log had already dropped some of them (a level longer than the log)."""
+    its = [i for i in log if int(i["index"]) > before]
+    complete = not its or int(its[0]["index"]) == before + 1
+    return {"schema": SCHEMA, **about, "first_index": before + 1, "complete": complete, "iterations": its}
