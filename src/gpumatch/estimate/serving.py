@@ -562,8 +562,11 @@ def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | No
 def serving_memory(out: dict[str, float], sv: Serving, running: float) -> dict[str, float]:
     """The memory items of ``out`` (one evaluation of ``running`` sequences per replica) with the KV cache the
     engine's running requests hold: ``running`` × :attr:`Serving.kv_bytes_per_seq` instead of ``running`` full
-    prompt + output caches (on-demand blocks), total, margin and fit to match."""
-    kv = running * sv.kv_bytes_per_seq
+    prompt + output caches (on-demand blocks), never more than the engine's KV pool (:attr:`Serving.kv_pool_bytes`:
+    a replayed benchmark's mean running count can exceed the slots at the mean occupancy, since requests early in
+    their output hold less, but the engine admits and preempts so that its pool is never exceeded), total, margin
+    and fit to match."""
+    kv = min(running * sv.kv_bytes_per_seq, sv.kv_pool_bytes)
     delta = kv - out["kv_cache_bytes"]
     total = out["total_bytes"] + delta
     return {"kv_cache_bytes": kv, "total_bytes": total, "margin_bytes": out["capacity_bytes"] - total,

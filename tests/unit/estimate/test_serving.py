@@ -324,3 +324,16 @@ def test_the_memory_fraction_is_checked(capsys: pytest.CaptureFixture[str]) -> N
     assert small < json.loads(CliRunner().invoke(app, args).stdout)["serving"]["kv_pool_bytes"]
     assert main([*args, "--memory-fraction", "0"]) == 2
     assert "--memory-fraction must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_a_burst_larger_than_the_kv_pool_runs_in_it_and_fits() -> None:
+    """1000 requests sent at once to one A100 40GB (Mistral-7B, prompts and outputs up to 256 / 4096 tokens): the
+    engine admits what its KV pool holds and queues the rest, so the estimate fits, its KV cache is at most the pool,
+    and the replayed TTFT carries the queue. Before 2026-12-07 the replay's mean running count (more requests than
+    the slots at the mean occupancy, since requests early in their output hold less) times the mean KV per request
+    overshot the pool and the estimate said it did not fit."""
+    e = estimate("mistral-7b", "A100 PCIe 40GB", Request(task="serve", engine="sglang", prompt=256, gen=4096,
+                                                         concurrency=1000, num_prompts=1000, length_low=1 / 256))
+    assert e.fits
+    assert e.serving is not None and e.metrics["kv_cache_bytes"] <= e.serving["kv_pool_bytes"] + 1.0
+    assert e.metrics["ttft_s"] > 1.0  # most of the burst waits for the pool
