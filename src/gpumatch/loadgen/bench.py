@@ -348,8 +348,7 @@ def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionS
 
     specs = inputs.level(level)
     warm = inputs.warmup(level, warmup_count(req.warmup, level, req.num_prompts))
-    log = passes.fetch(target.base_url, req.api_key)
-    before = None if log is None else passes.last_index(log)
+    before = passes.mark(target.base_url, req.api_key)
     run = run_level(target, level, specs, req.seed + level.index, req.max_in_flight, ticker(say, level, specs),
                     warm, req.grace_s, ticker(say, level, warm, "warmup"))
     t1, now = time.time(), time.perf_counter()
@@ -360,11 +359,10 @@ def _measure(req: ServeRequest, target: Target, level: Level, setup: PredictionS
     doc = energy.fetch(target.base_url, t0, req.api_key)
     joined = energy.level_energy(doc, t0, t1, int(summary.get("total_output_tokens") or 0)) if doc else {}
     n = len(specs) if isinstance(specs, list) else len(run.records)
-    after = None if before is None else passes.fetch(target.base_url, req.api_key)
     closed = level.mode == "concurrency"
     about = {"concurrency": level.value if closed else None, "request_rate": None if closed else level.value,
              "requests": n, "prompt_tokens": req.prompt_tokens, "output_tokens": req.output_tokens}
-    logged = {} if before is None or after is None else passes.level_doc(before, after, about)
+    logged = passes.collect(target.base_url, req.api_key, before, about)
     return LevelResult(level, summary, predict_level(setup, level, n), check,
                        lag_reason(run.records, req.limits), run.records, run.not_sent, run.aborted,
                        run.t0 - run_t0, joined, run.warmup, logged)

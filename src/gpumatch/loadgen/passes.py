@@ -39,6 +39,18 @@ async def _fetch(base_url: str, api_key: str | None) -> list[dict[str, Any]] | N
     return its if isinstance(its, list) else None
 
 
+def mark(base_url: str, api_key: str | None = None) -> int | None:
+    """The number of the server's last pass before a level, or None when it keeps no pass log."""
+    log = fetch(base_url, api_key)
+    return None if log is None else last_index(log)
+
+
+def collect(base_url: str, api_key: str | None, before: int | None, about: dict[str, Any]) -> dict[str, Any]:
+    """The level's passes (:func:`level_doc`) after :func:`mark` gave ``before``; empty when there is no log."""
+    log = None if before is None else fetch(base_url, api_key)
+    return {} if before is None or log is None else level_doc(before, log, about)
+
+
 def last_index(log: list[dict[str, Any]]) -> int:
     """The number of the last pass in ``log`` (-1 for an empty log: the next pass is number 0)."""
     return int(log[-1]["index"]) if log else -1
