@@ -24,7 +24,14 @@ Scheduler per engine profile (``data/engines.toml``):
   Caching", docs.vllm.ai/en/latest/design/prefix_caching/; SGLang's radix cache alike). The replay keeps that
   order by counts: a request preempted when ``F`` tokens were free loses ``max(0, A - F)`` of its cached tokens
   after ``A`` tokens are allocated, and recomputes only those; ``reserve``
-  (TensorRT-LLM ``GUARANTEED_NO_EVICT``): a request is admitted only when its prompt + output fit.
+  (TensorRT-LLM ``GUARANTEED_NO_EVICT``): a request is admitted only when its prompt + output fit; ``ratio``
+  (SGLang): blocks are taken as tokens are computed, but a waiting request is admitted only when the free pool
+  less ``r`` × the output every running request may still produce (clipped at :data:`CLIP_NEW_TOKENS`) holds its
+  prompt and its whole clipped output (``PrefillAdder`` in SGLang's ``schedule_policy.py``:
+  ``_get_running_request_total_token_offset``, ``add_one_req``); ``r`` (``new_token_ratio``) starts at
+  :data:`RATIO_INIT`, falls by :data:`RATIO_DECAY` each decode pass to :data:`RATIO_MIN`, and goes back to
+  :data:`RATIO_INIT` when a running request is retracted (SGLang re-estimates it then; the replay takes the start
+  value) or the engine runs empty.
 
 Pass time: ``D(B, ctx) + [L(B + T) − L(B)] + Σ [A(s + t) − A(s)] + host(seqs)``: ``D`` the decode step of the ``B``
 decoding requests at their mean context (:func:`gpumatch.estimate.roofline.decode_step`, a table over B and
@@ -95,6 +102,17 @@ class Benchmark:
     length_low: float = 1.0
 
 
+RATIO_INIT = 0.7
+"""SGLang's ``new_token_ratio`` at start (``SGLANG_INIT_NEW_TOKEN_RATIO``, default 0.7, × schedule_conservativeness
+1.0)."""
+RATIO_MIN = RATIO_INIT * 0.14
+"""Its floor: the start value × ``SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR`` (default 0.14)."""
+RATIO_DECAY = (RATIO_INIT - RATIO_MIN) / 600.0
+"""Its fall per decode pass: (start − floor) / ``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`` (default 600)."""
+CLIP_NEW_TOKENS = 4096
+"""SGLang clips the output it reserves for a request at ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`` (4096)."""
+
+
 @dataclass(frozen=True)
 class Scheduler:
     """The engine's scheduling rules the replay follows (from its profile and tier)."""
@@ -120,6 +138,9 @@ class Scheduler:
     serve``), so a pass costs the decode step of that shape."""
     decode_slots: float = math.inf
     """The largest batch bucket (the engine's slot count) when ``padded_decode``."""
+    ratio_admission: bool = False
+    """With on-demand blocks: admit only what the pool holds after reserving ``new_token_ratio`` of every running
+    request's remaining output (SGLang; module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -370,6 +391,13 @@ class _Loop:
         self.run = np.zeros(0, dtype=np.int64)
         self.kv_used = 0
         self.reserved = 0
+        self.ratio = RATIO_INIT
+        """SGLang's ``new_token_ratio`` (``ratio_admission``)."""
+        self.admitting = 0
+        """Tokens the requests admitted in the pass being planned reserve: prompt and clipped output, whole
+        (``ratio_admission``); the running requests before them reserve ``ratio`` of their output left."""
+        self.admitted_now = 0
+        """Requests admitted in the pass being planned (the last ones of :attr:`run`)."""
         self.ttft = np.full(self.n, np.nan)
         self.tpot = np.full(self.n, np.nan)
         self.e2e = np.full(self.n, np.nan)
@@ -432,6 +460,12 @@ class _Loop:
             return False
         if self.s.reserve:
             return bool(self.reserved + self.prompts[i] + self.outs[i] <= self.s.kv_tokens)
+        if self.s.ratio_admission:
+            before = self.run[: self.run.size - self.admitted_now]
+            left = np.minimum(self.outs[before] - self.made[before], CLIP_NEW_TOKENS)
+            held = self.kv_used + self.admitting + self.ratio * float(np.sum(left))
+            return bool(held + self.todo[i] + min(int(self.outs[i] - self.made[i]), CLIP_NEW_TOKENS)
+                        <= self.s.kv_tokens)
         return self.kv_used < self.s.kv_tokens
 
     def _decoders_with_room(self) -> np.ndarray:
@@ -460,12 +494,14 @@ class _Loop:
         self.todo[i] = self.prompts[i] + self.made[i]  # recomputed: its prompt and what it generated
         self.waiting.appendleft(i)
         self.preemptions += 1
+        self.ratio = RATIO_INIT
 
     def _chunks(self, decode_tokens: int) -> list[tuple[int, int]]:
         """Prompt chunks of this pass: running requests in prefill first, then waiting ones (FCFS), within the
         token budget left by ``decode_tokens`` and the free KV slots."""
         left = self.s.token_budget - decode_tokens
         free = self.s.kv_tokens - self.kv_used - decode_tokens
+        self.admitting = self.admitted_now = 0
         out: list[tuple[int, int]] = []
         for i in self.run[self.todo[self.run] > 0].tolist():
             if left <= 0 or free <= 0:
@@ -475,6 +511,9 @@ class _Loop:
             left, free = left - t, free - t
         while self.waiting and left > 0 and free > 0 and self._admits(self.waiting[0]):
             i = self.waiting.popleft()
+            if self.s.ratio_admission:  # its whole clipped output, less what the running ones' reserve counts
+                self.admitting += min(int(self.outs[i] - self.made[i]), CLIP_NEW_TOKENS) + int(self.todo[i])
+                self.admitted_now += 1
             self.run = np.append(self.run, i)
             self.reserved += int(self.prompts[i] + self.outs[i])
             hit = min(self._cache_hit(i), max(int(free), 0))
@@ -512,6 +551,9 @@ class _Loop:
         self.passes += steps
         self.decode_time += tau * steps * b
         self.running_time += tau * steps * int(self.run.size)
+        self.admitting = self.admitted_now = 0  # the pass is planned: its admissions are running requests now
+        if b:
+            self.ratio = max(self.ratio - RATIO_DECAY * steps, RATIO_MIN)
         self.made[decoders] += steps
         self.kv[decoders] += steps
         self.kv_used += b * steps
@@ -536,6 +578,8 @@ class _Loop:
             return
         ended = run[ended_mask]
         self.run = run[~ended_mask]  # the others keep their order (preemption takes the newest)
+        if not self.run.size:
+            self.ratio = RATIO_INIT
         self.kv_used -= int(np.sum(self.kv[ended]))
         self.reserved -= int(np.sum(self.prompts[ended] + self.outs[ended]))
         self.e2e[ended] = self.t - self.arrive[ended]

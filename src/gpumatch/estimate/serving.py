@@ -96,7 +96,7 @@ class EngineProfile(_Strict):
     schedule: Literal["mixed", "alternate", "static"]
     memory_fraction: float = Field(gt=0, le=1)
     memory_fraction_of: Literal["total", "free"]
-    kv_admission: Literal["on-demand", "reserve"]
+    kv_admission: Literal["on-demand", "reserve", "ratio"]
     host_pass_s: float = Field(ge=0, le=1)
     host_seq_s: float = Field(ge=0, le=1)
     kv_dtype: Literal["model", "checkpoint", "activations"]
@@ -327,9 +327,16 @@ def _memory_items(m: ModelNums, c: Case, cal: Calibration) -> dict[str, float]:
 
 
 def kv_per_seq(m: ModelNums, c: Case, profile: EngineProfile, prompt: float, gen: float) -> float:
-    """KV bytes per GPU of one admitted sequence: at prompt + output tokens (``reserve``) or at the mean a running
-    sequence holds, prompt + half its output (``on-demand``), block-rounded."""
-    tokens = prompt + (gen if profile.kv_admission == "reserve" else gen / 2.0)
+    """KV bytes per GPU of one admitted sequence: at prompt + output tokens (``reserve``), at the mean a running
+    sequence holds, prompt + half its output (``on-demand``), or that plus the share of its output left that SGLang
+    keeps reserved once its ratio has settled (``ratio``: :data:`gpumatch.estimate.replay.RATIO_MIN` of half the
+    output, clipped as SGLang clips it), block-rounded."""
+    if profile.kv_admission == "reserve":
+        tokens = prompt + gen
+    elif profile.kv_admission == "ratio":
+        tokens = prompt + gen / 2.0 + replay.RATIO_MIN * min(gen / 2.0, replay.CLIP_NEW_TOKENS)
+    else:
+        tokens = prompt + gen / 2.0
     return float(memory.kv_cache_bytes(m, replace(c, seqs_per_replica=1.0), tokens))
 
 
@@ -494,13 +501,18 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
     and TPOT are kept beside them. A prefix-cache hit ratio shortens every computed prompt by that share."""
     clients = max(1, round(sv.concurrency))
     prompt = float(c.prompt) * (1.0 - prefix_hit_ratio)
-    per_token = float(memory.kv_cache_bytes(m, replace(c, seqs_per_replica=1.0), 1.0e6)) / 1.0e6
+    # KV bytes per token, averaged over the longest request (prompt + output): with sliding-window layers a request
+    # holds at most the window in them, so the average falls with length; taken at a million tokens (as before
+    # 2026-12-07) it came to a few hundred bytes for a fully windowed model and made the pool look unlimited
+    longest_tokens = float(c.prompt) + float(c.gen)
+    per_token = float(memory.kv_cache_bytes(m, replace(c, seqs_per_replica=1.0), longest_tokens)) / longest_tokens
     sched = replay.Scheduler(
         schedule=profile.schedule, token_budget=float(tier.token_budget),
         max_seqs=float(tier.max_seqs) if tier.max_seqs else math.inf,
         kv_tokens=math.floor(sv.kv_pool_bytes / per_token) if per_token > 0 else math.inf,
-        reserve=profile.kv_admission == "reserve", host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s,
-        prefix_cache=profile.prefix_cache, padded_decode=profile.padded_decode,
+        reserve=profile.kv_admission == "reserve", ratio_admission=profile.kv_admission == "ratio",
+        host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s, prefix_cache=profile.prefix_cache,
+        padded_decode=profile.padded_decode,
         decode_slots=math.floor(min(sv.kv_slots, sv.max_seqs or math.inf)))
     rows, longest = replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0
     if profile.padded_decode:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -337,3 +338,24 @@ def test_a_burst_larger_than_the_kv_pool_runs_in_it_and_fits() -> None:
     assert e.fits
     assert e.serving is not None and e.metrics["kv_cache_bytes"] <= e.serving["kv_pool_bytes"] + 1.0
     assert e.metrics["ttft_s"] > 1.0  # most of the burst waits for the pool
+
+
+def _burst(engine: str, gen: int) -> dict[str, Any]:
+    e = estimate("mistral-7b", "A100 PCIe 40GB", Request(task="serve", engine=engine, prompt=256, gen=gen,
+                                                         concurrency=1000, num_prompts=1000, length_low=1 / 256))
+    assert e.serving is not None
+    return dict(e.serving["replay"])
+
+
+def test_sglang_admits_a_burst_only_as_far_as_its_reserve_allows() -> None:
+    """SGLang reserves new_token_ratio of every running request's output left before it admits another (its
+    PrefillAdder): a burst of 1000 with outputs up to 4096 tokens queues for admission, so fewer run at once and
+    the median TTFT grows with the output length, where on-demand admission (vLLM) lets them all in and retracts.
+    Mistral-7B v0.1 also checks the KV pool in tokens with sliding-window layers (window 4096): taken per token at a
+    million tokens it looked unlimited, and every request ran at once (before 2026-12-07)."""
+    short, long_ = _burst("sglang", 256), _burst("sglang", 4096)
+    assert long_["mean_running"] < short["mean_running"] / 2
+    assert long_["ttft_p50_s"] > 10 * short["ttft_p50_s"]
+    vllm = _burst("vllm", 4096)
+    assert vllm["mean_running"] > long_["mean_running"]  # on demand: more at once, and preempted
+    assert vllm["preemptions"] > long_["preemptions"]
