@@ -20,33 +20,16 @@ one rule of each in :mod:`gpumatch.telemetry.window`:
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+from gpumatch.loadgen.server_info import get_json
 from gpumatch.telemetry.types import SAMPLE_FIELDS, EdgeCounters, Sample
 from gpumatch.telemetry.window import MIN_WINDOW_SAMPLES, make_window
-
-FETCH_TIMEOUT_S = 10.0
 
 
 def fetch(base_url: str, since_unix_s: float, api_key: str | None = None) -> dict[str, Any] | None:
     """The server's telemetry document from ``since_unix_s`` on, or None when it publishes none."""
-    return asyncio.run(_fetch(base_url, since_unix_s, api_key))
-
-
-async def _fetch(base_url: str, since: float, api_key: str | None) -> dict[str, Any] | None:
-    import aiohttp
-
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S),
-                                         headers=headers) as s, \
-                s.get(f"{base_url}/gpumatch/telemetry", params={"since": f"{since:.3f}"}) as r:
-            if r.status != 200:
-                return None
-            doc = await r.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return None
+    doc = get_json(f"{base_url}/gpumatch/telemetry", api_key, {"since": f"{since_unix_s:.3f}"})
     return doc if isinstance(doc, dict) and doc.get("available") else None
 
 

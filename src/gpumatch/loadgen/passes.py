@@ -11,30 +11,16 @@ endpoint and the level simply has no passes.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-FETCH_TIMEOUT_S = 10.0
+from gpumatch.loadgen.server_info import get_json
+
 SCHEMA = "gpumatch.serve-passes/1"
 
 
 def fetch(base_url: str, api_key: str | None = None) -> list[dict[str, Any]] | None:
     """The server's pass log (oldest first), or None when it keeps none (no endpoint, an error, no answer)."""
-    return asyncio.run(_fetch(base_url, api_key))
-
-
-async def _fetch(base_url: str, api_key: str | None) -> list[dict[str, Any]] | None:
-    import aiohttp
-
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S),
-                                         headers=headers) as s, s.get(f"{base_url}/gpumatch/iterations") as r:
-            if r.status != 200:
-                return None
-            doc = await r.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return None
+    doc = get_json(f"{base_url}/gpumatch/iterations", api_key)
     its = doc.get("iterations") if isinstance(doc, dict) else None
     return its if isinstance(its, list) else None
 

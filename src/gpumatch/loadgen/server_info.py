@@ -10,6 +10,7 @@ from typing import Any
 from gpumatch.errors import InputError
 
 PROBE_TIMEOUT_S = 10.0
+FETCH_TIMEOUT_S = 10.0
 
 
 def probe(base_url: str, api_key: str | None = None) -> dict[str, Any]:
@@ -44,6 +45,26 @@ async def _probe(base_url: str, api_key: str | None) -> dict[str, Any]:
         except (aiohttp.ClientError, TimeoutError, ValueError):
             pass
     return info
+
+
+def get_json(url: str, api_key: str | None = None, params: dict[str, str] | None = None) -> Any:
+    """The JSON document at ``url`` (one GET), or None when the server answers with anything but 200 and JSON, or
+    not at all within :data:`FETCH_TIMEOUT_S` (the endpoints only ``gpumatch serve`` has: telemetry, pass log)."""
+    return asyncio.run(_get_json(url, api_key, params))
+
+
+async def _get_json(url: str, api_key: str | None, params: dict[str, str] | None) -> Any:
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FETCH_TIMEOUT_S),
+                                         headers=headers) as s, s.get(url, params=params) as r:
+            if r.status != 200:
+                return None
+            return await r.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
 
 
 def _model(m: dict[str, Any]) -> dict[str, Any]:
