@@ -2,8 +2,10 @@
 
 Usage: ``python benchmarks/freeze_engine_predictions.py ROWS.toml OUT.json`` (ROWS: the settings of each row, e.g.
 ``tests/data/published/engine-rows-2026-12-04.toml``). Each row is predicted with ``gpumatch estimate --task serve
---engine E --concurrency C [--num-prompts N --length-low R] [--prefix-hit-ratio H] --format json`` at the current
-commit (recorded as ``frozen_at_commit``); ``H`` comes from the rows file's optional ``[prefix_cache.hit_ratio]``
+--engine E --concurrency C [--num-prompts N --length-low R] [--kv-precision K] [--prefix-hit-ratio H] --format json``
+at the current commit (recorded as ``frozen_at_commit``); ``K`` is the row's ``kv_precision`` (the KV-cache dtype the
+source ran; from batch 2026-12-07g on, before it the engine's default was taken); ``H`` comes from the rows file's
+optional ``[prefix_cache.hit_ratio]``
 table (row id -> share of the prompt the engine's prefix cache holds, where a source repeats its prompts). The
 comparison (``gpumatch.calibrate.published.load_engine_cases``) reads these numbers and never recomputes them.
 """
@@ -32,12 +34,15 @@ def predict(r: dict[str, Any], hit_ratio: float = 0.0) -> dict[str, Any]:
         for key, flag in (("num_prompts", "--num-prompts"), ("length_low", "--length-low")):
             if key in r:  # the benchmark replayed (rows collected with their client settings)
                 cmd += [flag, str(r[key])]
+    kv = r.get("kv_precision") or None
+    if kv is not None:  # the KV-cache dtype the source states (the engine's "auto" otherwise)
+        cmd += ["--kv-precision", str(kv)]
     if hit_ratio > 0:
         cmd += ["--prefix-hit-ratio", str(hit_ratio)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT).stdout
     d = json.loads(out)
     return {"id": r["id"], "model": r["model"], "gpu": d["gpu"], "tp": r["tp"], "precision": r["precision"],
-            "kv_precision": None, "engine": r["engine"], "concurrency": r["concurrency"], "prompt": r["prompt"],
+            "kv_precision": kv, "engine": r["engine"], "concurrency": r["concurrency"], "prompt": r["prompt"],
             "gen": r["gen"], "num_prompts": r.get("num_prompts"), "length_low": r.get("length_low"),
             "prefix_hit_ratio": hit_ratio, "fits": d["fits"], "ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"],
             "output_tokens_per_s": d["output_tokens_per_s"], "serving": d["serving"], "warnings": d["warnings"]}

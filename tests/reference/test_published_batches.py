@@ -37,7 +37,8 @@ OLDER = (("engine-rows-2026-12-04.toml", "engine-rows-2026-12-04b.toml", "engine
 COLUMNS = ["id", "model", "gpu", "tp", "precision", "engine", "concurrency", "prompt", "gen", "num_prompts",
            "length_low", "kv_precision", "ep", "loop", "request_rate", "dataset", "ignore_eos", "engine_version",
            "flags"]
-"""The columns (and order) of the settings files; the first 11 are what freeze_engine_predictions.py reads."""
+"""The columns (and order) of the settings files; the first 12 are what freeze_engine_predictions.py reads
+(``kv_precision`` from batch 2026-12-07g on), with ``request_rate``."""
 
 
 def _load(path: Path) -> dict[str, Any]:
