@@ -172,6 +172,13 @@ class Replay:
     mean_prompt: float
     mean_gen: float
 
+    def after_front_end(self, frontend_s: float) -> Replay:
+        """The same figures seen by the clients of an engine whose front end adds ``frontend_s`` to every request's
+        first token (HTTP, tokenization, hand-over, the first chunk's streaming: outside the passes)."""
+        return replace(self, ttft_s=self.ttft_s + frontend_s, ttft_p50_s=self.ttft_p50_s + frontend_s,
+                       ttft_p99_s=self.ttft_p99_s + frontend_s, first_wave_ttft_s=self.first_wave_ttft_s + frontend_s,
+                       e2e_s=self.e2e_s + frontend_s)
+
     def summary(self) -> dict[str, float | int]:
         """The JSON ``serving.replay`` object."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

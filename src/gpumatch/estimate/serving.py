@@ -65,10 +65,11 @@ then (engines do not hold a pass for a request that may come), so it joins the p
 OPEN_LOOP_WAIT = 0.5
 """Passes a Poisson arrival waits on average before it joins one: it comes at a random point of the pass in flight
 (the residual of a pass of nearly constant length)."""
-TTFT_LEAVES_OUT = ("the engine front end's fixed cost per request (HTTP, chat template, tokenization, hand-over to "
-                   "the engine loop, streaming): published TTFTs at one to four clients exceed the prediction by about "
-                   "3 ms to 72 ms, by engine, version and host (docs/estimators.md, 'Fifth and sixth batches')")
-"""What a serving TTFT does not include: it counts the engine's passes (wait, prefill chunks, queueing) only."""
+TTFT_LEAVES_OUT = ("the client's own network path to the server (the front end's cost per request is in: the "
+                   "engine profile's frontend_s); what an engine version or host adds beyond that "
+                   "(docs/estimators.md, 'The front end's cost per request')")
+"""What a serving TTFT does not include: the passes (wait, prefill chunks, queueing) plus the profile's front-end
+cost per request are in."""
 
 
 class _Strict(BaseModel):
@@ -103,6 +104,7 @@ class EngineProfile(_Strict):
     attention: Literal["engine", "sdpa"]
     prefix_cache: bool
     padded_decode: bool = False
+    frontend_s: float = Field(default=0.0, ge=0, le=1)
     tiers: tuple[Tier, ...] = Field(min_length=1)
     sources: tuple[Source, ...] = Field(min_length=1)
 
@@ -204,6 +206,8 @@ class Serving:
     """Why a requested benchmark replay was not run (its bound, or a pool too small), else empty."""
     pass_costs: tuple[float, float, str] = (0.0, 0.0, "")
     """(fixed seconds per pass, seconds per pass per running sequence, where from) of the profile applied."""
+    frontend_s: float = 0.0
+    """The front end's cost per request, in every TTFT and end-to-end latency above (engine profile)."""
 
     def assumptions(self, dp: float) -> dict[str, Any]:
         """The JSON ``serving`` object: what the figures assume (rates over all ``dp`` replicas)."""
@@ -221,7 +225,8 @@ class Serving:
             "prefill_tokens_per_pass": self.prefill_tokens_per_pass, "prefills_per_pass": self.prefills_per_pass,
             "pass_costs": {"host_pass_s": self.pass_costs[0], "host_seq_s": self.pass_costs[1],
                            "source": self.pass_costs[2]},
-            "pass_s": self.pass_s, "host_pass_s": self.host_pass_s, "admission_limited": self.admission_limited,
+            "pass_s": self.pass_s, "host_pass_s": self.host_pass_s, "frontend_s": self.frontend_s,
+            "admission_limited": self.admission_limited,
             "prefill_limited": self.prefill_limited, "prefix_hit_ratio": self.prefix_hit_ratio,
             "saturated_requests_per_s": clean(self.saturated_requests_per_s * dp),
             "goodput_requests_per_s": None if self.goodput_requests_per_s is None
@@ -380,7 +385,7 @@ def _pass_equations(
 
 def _closed(k: _Costs, running: float, budget: float, clients: float) -> tuple[float, float, dict[str, float], int]:
     """(rate λ, pass time τ, details, iterations) of the closed loop with ``running`` requests in the engine and
-    ``clients`` in the whole loop."""
+    ``clients`` in the whole loop; a client's cycle includes the front end's cost per request (``frontend_s``)."""
     o1 = max(k.gen - 1.0, 0.0)
     others = (running - 1.0) / running if running > 1.0 else 0.0
     tau = k.decode(running) + k.host(running)
@@ -399,7 +404,7 @@ def _closed(k: _Costs, running: float, budget: float, clients: float) -> tuple[f
         tau, lam = tau_next, lam_next
         if done:
             break
-    lam = min(lam, clients / (det["own"] + o1 * tau))
+    lam = min(lam, clients / (det["own"] + k.profile.frontend_s + o1 * tau))  # a client's cycle: the front end too
     return lam, tau, det, it
 
 
@@ -462,7 +467,7 @@ def steady_state(
     if request_rate is None:
         running = min(concurrency, float(cap_n))
         lam, tau, det, it = _closed(k, running, budget, concurrency)
-        ttft = concurrency / lam - o1 * tau
+        ttft = concurrency / lam - o1 * tau  # the front end's cost included (_closed)
         stable = True
     else:
         lam = request_rate
@@ -473,10 +478,10 @@ def steady_state(
         else:  # overloaded: the engine runs saturated (every admissible request running), the queue grows
             _, tau, det, it = _closed(k, float(cap_n), budget, float(cap_n))
         wait = rho / (2.0 * sat_lam * (1.0 - rho)) if stable else math.inf
-        ttft = det["own"] + wait
+        ttft = det["own"] + wait + profile.frontend_s
         running = min(lam * (ttft + o1 * tau), float(cap_n))
         det["prefill_limited"] = 0.0
-    goodput = _goodput(k, budget, sat_lam, targets) if any(t is not None for t in targets) else None
+    goodput = _goodput(k, budget, sat_lam, targets, profile.frontend_s) if any(t is not None for t in targets) else None
     sv = Serving(
         engine=engine, schedule=profile.schedule, token_budget=budget, max_seqs=float(tier.max_seqs),
         kv_slots=slots, kv_pool_bytes=pool, kv_bytes_per_seq=kv_per_seq(m, c, profile, prompt, gen),
@@ -488,6 +493,7 @@ def steady_state(
         prefill_limited=bool(det.get("prefill_limited", 0.0)), prefix_hit_ratio=prefix_hit_ratio, iterations=it,
         stable=stable, goodput_requests_per_s=goodput,
         pass_costs=(profile.host_pass_s, profile.host_seq_s, pass_cost_source(engine, cal, gpu_name)),
+        frontend_s=profile.frontend_s,
     )  # fmt: skip
     if request_rate is None and bench is not None and bench.num_prompts > 0:
         return replayed(sv, m, c, cal, tier, profile, bench, prefix_hit_ratio)
@@ -522,6 +528,7 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
         r = replay.run(k, sched, clients, bench, prompt, float(c.gen))
     except (replay.Stalled, replay.TooLarge) as e:
         return replace(sv, replay_note=f"benchmark replay skipped ({e}); the long-run steady state is shown")
+    r = r.after_front_end(profile.frontend_s)
     return replace(sv, ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.e2e_s, requests_per_s=r.requests_per_s,
                    mean_decode_batch=r.mean_decode_batch, running=r.mean_running, pass_s=r.mean_pass_s,
                    prefill_tokens_per_pass=r.prefill_tokens_per_pass, benchmark=r, steady_ttft_s=sv.ttft_s,
@@ -547,8 +554,10 @@ def pass_costs(m: ModelNums, c: Case, cal: Calibration, engine: str, gpu_name: s
     return [replay.pass_cost(k, sched, p.decode_rows, p.context, list(p.chunks)) for p in passes]
 
 
-def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | None, float | None]) -> float:
-    """The highest open-loop rate (per replica) whose TTFT and TPOT meet ``targets`` (0 when none does)."""
+def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | None, float | None],
+             frontend_s: float) -> float:
+    """The highest open-loop rate (per replica) whose TTFT (the front end's ``frontend_s`` included) and TPOT meet
+    ``targets`` (0 when none does)."""
     ttft_max, tpot_max = targets
 
     last: list[float] = []
@@ -559,7 +568,7 @@ def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | No
             return False
         tau, det, _ = _open(k, lam, budget, last[-1] if last else None)  # warm start: the previous rate's pass
         last.append(tau)
-        ttft = det["own"] + rho / (2.0 * sat_lam * (1.0 - rho))
+        ttft = det["own"] + rho / (2.0 * sat_lam * (1.0 - rho)) + frontend_s
         return (ttft_max is None or ttft <= ttft_max) and (tpot_max is None or tau <= tpot_max)
 
     lo, hi = 0.0, sat_lam

@@ -140,13 +140,14 @@ def _engine_line(sv: dict[str, Any]) -> str:
 
 def _ttft_basis(sv: dict[str, Any], secs: Callable[[Any], str]) -> str:
     """What the serving TTFT is: the replayed benchmark's mean (its first burst and p99 named) or the steady
-    state's."""
+    state's, and whether the engine profile's front-end cost per request is in it."""
     rp = sv.get("replay")
+    front = sv.get("frontend_s") or 0.0
+    tail = f"engine passes + front end {secs(front)}" if front > 0 else "engine passes only"
     if rp is None:
-        return "mean, at steady state: pass in flight, own prefill, queueing; engine passes only"
+        return f"mean, at steady state: pass in flight, own prefill, queueing; {tail}"
     return (f"mean of the benchmark; p50 {secs(rp['ttft_p50_s'])}, p99 {secs(rp['ttft_p99_s'])}, first "
-            f"burst {secs(rp['first_wave_ttft_s'])}; steady state {secs(sv['steady_state_ttft_s'])}; engine "
-            "passes only")
+            f"burst {secs(rp['first_wave_ttft_s'])}; steady state {secs(sv['steady_state_ttft_s'])}; {tail}")
 
 
 def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:
