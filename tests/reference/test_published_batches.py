@@ -26,9 +26,10 @@ from gpumatch.models import get_model
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "published"
-BATCHES = ("2026-12-06", "2026-12-07", "2026-12-07b", "2026-12-07c", "2026-12-07d", "2026-12-07e", "2026-12-07f")
+BATCHES = ("2026-12-06", "2026-12-07", "2026-12-07b", "2026-12-07c", "2026-12-07d", "2026-12-07e", "2026-12-07f",
+           "2026-12-07g", "2026-12-07h")
 """Batches in the order they were collected; each must bring back no row id or source of an earlier one."""
-MIN_ROWS = {"2026-12-07d": 4, "2026-12-07f": 52}
+MIN_ROWS = {"2026-12-07d": 4, "2026-12-07f": 52, "2026-12-07g": 53, "2026-12-07h": 31}
 """Rows a batch holds at least: 60, except the second half of the seventh batch (two PR threads, 4 rows) and the
 tenth (two sources, 52 rows)."""
 OLDER = (("engine-rows-2026-12-04.toml", "engine-rows-2026-12-04b.toml", "engine-rows-2026-12-04c.toml"),
@@ -80,6 +81,15 @@ def test_prefix_cache_hit_ratios_name_rows_and_reach_the_frozen_predictions(date
     frozen = json.loads((DATA / f"engine-predictions-{date}.json").read_text())["rows"]
     for row in frozen:
         assert row.get("prefix_hit_ratio", 0.0) == hits.get(row["id"], 0.0)
+
+
+@pytest.mark.parametrize("date", BATCHES[BATCHES.index("2026-12-07g"):])
+def test_frozen_predictions_ran_the_kv_dtype_the_rows_state(date: str) -> None:
+    """From 2026-12-07g on, freeze_engine_predictions.py passes each row's ``kv_precision`` (the KV-cache dtype the
+    source ran) as ``--kv-precision``, and the frozen prediction records it."""
+    stated = {r["id"]: r["kv_precision"] for r in _rows(date)}
+    frozen = json.loads((DATA / f"engine-predictions-{date}.json").read_text())["rows"]
+    assert {row["id"]: row["kv_precision"] for row in frozen} == stated
 
 
 @pytest.mark.parametrize("date", BATCHES)
