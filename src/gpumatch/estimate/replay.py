@@ -43,8 +43,12 @@ prompt the weight-read slack again, and a pass of forty 200-token prompts almost
 attention of a prompt's first ``x`` tokens, each prompt's own (:func:`gpumatch.estimate.roofline
 .prefill_attention_s`; a chunk starting at ``s`` costs ``A(s + t) − A(s)``); ``host`` the engine's per-pass CPU
 cost. A pass without decodes (the first burst, SGLang's prefill passes) pays the one-token prefill for the weights
-instead of ``D`` and ``L(1 + T) − L(1)`` for its tokens. A request's first token comes at the end of the pass that
-computes its last prompt chunk; then one token per pass it takes part in.
+instead of ``D`` and ``L(1 + T) − L(1)`` for its tokens. A pass with prompt chunks also waits for the CPU to
+dispatch its eager forward where the engine's profile states a cost per kernel of its own (``prefill_dispatch_s``:
+SGLang): the next pass is dispatched while the GPU runs the one before (SGLang's overlap scheduler), so the wait
+is what the dispatch takes beyond that pass's GPU time and its own (all of it beyond its own on an idle engine).
+A request's first token comes at the end of the pass that computes its last prompt chunk; then one token per pass
+it takes part in.
 
 Arrivals: a client sends its next request when its last token reaches it, after the pass that made that token;
 the request reaches the scheduler a few milliseconds later (the token's delivery, the new request's parsing,
@@ -200,6 +204,9 @@ class _Costs:
     """Seconds of a forward of ``linear_x`` tokens without attention (weights read once for all of them)."""
     prefill_fixed_s: float
     micro_batches: Callable[[float], float]
+    prefill_dispatch_s: float = 0.0
+    """CPU seconds the engine takes to dispatch one eager prefill forward (:func:`gpumatch.estimate.serving
+    .prefill_dispatch_s`; 0: none beyond the tables' own eager floor)."""
 
     def decode(self, batch: int, context: float) -> float:
         """One decode step of ``batch`` requests at a mean ``context`` (linear in context between points)."""
@@ -224,9 +231,10 @@ class _Costs:
 
 
 def costs(m: ModelNums, c: Case, cal: Calibration, max_batch: int, max_context: float,
-          max_pass_tokens: float) -> _Costs:
+          max_pass_tokens: float, prefill_dispatch_s: float = 0.0) -> _Costs:
     """The cost tables of replica ``c`` for decode batches up to ``max_batch``, contexts up to ``max_context``
-    tokens and passes of up to ``max_pass_tokens`` tokens (one vectorized evaluation each)."""
+    tokens and passes of up to ``max_pass_tokens`` tokens (one vectorized evaluation each), with the engine's
+    ``prefill_dispatch_s``."""
     batches = np.arange(1, max_batch + 1, dtype=float)[:, None]
     contexts = np.linspace(1.0, max(max_context, 2.0), CONTEXT_POINTS)
     table = np.broadcast_to(roofline.decode_step(m, replace(c, seqs_per_replica=batches), contexts[None, :],
@@ -244,7 +252,7 @@ def costs(m: ModelNums, c: Case, cal: Calibration, max_batch: int, max_context: 
 
     return _Costs(np.array(table, dtype=float), contexts, np.concatenate(([0.0], xs)),
                   np.maximum.accumulate(np.concatenate(([0.0], np.array(attn, dtype=float)))), ns,
-                  np.maximum.accumulate(np.array(lin, dtype=float)), fixed, micro_batches)
+                  np.maximum.accumulate(np.array(lin, dtype=float)), fixed, micro_batches, prefill_dispatch_s)
 
 
 def table_batches(clients: int, s: Scheduler, prompt: float, bench: Benchmark) -> int:
@@ -318,18 +326,25 @@ class PassCost:
     """``Σ [A(s + t) − A(s)]``: each chunk's attention over its own prompt (÷ pipeline micro-batches)."""
     host_s: float
     """The engine's CPU cost of the pass: ``host_pass_s + host_seq_s · (B + chunks)``."""
+    dispatch_s: float = 0.0
+    """A pass with prompt chunks: what dispatching its eager forward takes beyond its GPU work and the GPU time of
+    the pass before it, which the dispatch overlaps (SGLang's overlap scheduler launches a pass while the GPU runs
+    the one before; on an idle engine nothing hides it): ``max(0, prefill_dispatch_s − decode − linear −
+    attention − hidden)``."""
 
     @property
     def total_s(self) -> float:
-        return self.decode_s + self.linear_s + self.attention_s + self.host_s
+        return self.decode_s + self.linear_s + self.attention_s + self.host_s + self.dispatch_s
 
 
 def pass_cost(k: _Costs, s: Scheduler, decode_rows: int, context: float,
-              chunks: list[tuple[float, float]], longest: float = 0.0) -> PassCost:
+              chunks: list[tuple[float, float]], longest: float = 0.0, hidden_s: float = math.inf) -> PassCost:
     """The cost of one pass of ``decode_rows`` decoding requests at mean ``context`` tokens (the longest attending
     ``longest``) and the prompt ``chunks`` (first position, tokens) (module docstring, "Pass time"): the replay's
     pass, and what :func:`gpumatch.estimate.pass_costs` holds against an engine's logged passes. A padded engine
-    (``s.padded_decode``) pays the decode step of its graph's shape (:func:`padded_shape`)."""
+    (``s.padded_decode``) pays the decode step of its graph's shape (:func:`padded_shape`). ``hidden_s``: the GPU
+    time of the pass before, behind which this one is dispatched (0 on an idle engine; by default all of the
+    dispatch is taken as hidden: ``PassCost.dispatch_s``)."""
     seqs = decode_rows + len(chunks)
     split = k.micro_batches(float(seqs)) if chunks else 1.0
     attention = sum(k.chunk(start, t) for start, t in chunks) / split
@@ -338,7 +353,8 @@ def pass_cost(k: _Costs, s: Scheduler, decode_rows: int, context: float,
     if s.padded_decode and decode_rows:  # eager mixed passes pad their decode rows the same way
         rows, ctx = padded_shape(decode_rows, max(longest, context), s.decode_slots)
     base = k.decode(rows, ctx) if decode_rows else k.prefill_fixed_s
-    return PassCost(base, linear, attention, s.host_pass_s + s.host_seq_s * seqs)
+    dispatch = max(0.0, k.prefill_dispatch_s - base - linear - attention - hidden_s) if chunks else 0.0
+    return PassCost(base, linear, attention, s.host_pass_s + s.host_seq_s * seqs, dispatch)
 
 
 class Stalled(Exception):
@@ -415,6 +431,8 @@ class _Loop:
         self.prefill_tokens = 0
         self.done = 0
         self.steps = 0
+        self.before_s = 0.0
+        """GPU seconds of the pass before the one being planned (0 on an idle engine), behind which it is dispatched."""
         """Scheduling steps taken (:meth:`_pass` calls): the replay's cost, bounded by :data:`MAX_PASSES`."""
         for _ in range(self.clients):
             self._send()
@@ -437,6 +455,8 @@ class _Loop:
         arriving ends a stretch after its first pass)."""
         if self.pending and not (self.run.size or self.waiting):
             self._arrive()  # an idle engine takes them at once
+        if not self.run.size:
+            self.before_s = 0.0  # an idle engine: nothing hides this pass's dispatch
         none = np.zeros(0, dtype=np.int64)
         if self.s.schedule == "alternate" and self._prefill_ready():
             chunks = self._chunks(0)
@@ -553,7 +573,9 @@ class _Loop:
         ctx = (float(np.mean(self.kv[decoders])) + (steps - 1) / 2.0) if b else 0.0
         spans = [(float(self.prompts[i] + self.made[i] - self.todo[i]), float(t)) for i, t in chunks]
         longest = float(np.max(self.kv[decoders])) + 1.0 if b else 0.0  # the stretch's first pass: same bucket
-        tau = pass_cost(self.k, self.s, b, ctx, spans, longest).total_s
+        cost = pass_cost(self.k, self.s, b, ctx, spans, longest, self.before_s)
+        tau = cost.total_s
+        self.before_s = tau - cost.dispatch_s - cost.host_s
         self.t += tau * steps
         self.passes += steps
         self.decode_time += tau * steps * b

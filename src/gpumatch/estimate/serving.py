@@ -39,7 +39,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpumatch.errors import InputError
-from gpumatch.estimate import cost, flops, memory, replay, roofline
+from gpumatch.estimate import cost, flops, kernels, memory, replay, roofline
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import Case, ModelNums
 from gpumatch.estimate.engine import memory_items
@@ -105,6 +105,7 @@ class EngineProfile(_Strict):
     prefix_cache: bool
     padded_decode: bool = False
     frontend_s: float = Field(default=0.0, ge=0, le=1)
+    prefill_dispatch_s: float | None = Field(default=None, ge=0, le=1e-2)
     tiers: tuple[Tier, ...] = Field(min_length=1)
     sources: tuple[Source, ...] = Field(min_length=1)
 
@@ -145,6 +146,16 @@ def profile_under(engine: str, cal: Calibration, gpu_name: str) -> EngineProfile
     if fit is None or fit.engine != engine or gpu_name not in cal.fitted_on:
         return profile
     return profile.model_copy(update={"host_pass_s": fit.host_pass_s, "host_seq_s": fit.host_seq_s})
+
+
+def prefill_dispatch_s(m: ModelNums, c: Case, profile: EngineProfile) -> float:
+    """CPU seconds the engine takes to dispatch one eager prefill forward (``layers × engine kernels per layer ×
+    prefill_dispatch_s`` of the profile): a prefill pass waits for what of it the GPU work of the pass and of the
+    pass before (behind which it is dispatched) does not cover; 0 where the profile states no dispatch cost of its
+    own (the calibration's eager floor applies as for any pass)."""
+    if profile.prefill_dispatch_s is None:
+        return 0.0
+    return float(m.layers * float(kernels.engine_kernels_per_layer(m, c))) * profile.prefill_dispatch_s
 
 
 def pass_cost_source(engine: str, cal: Calibration, gpu_name: str) -> str:
@@ -251,6 +262,8 @@ class _Costs:
     computed: float
     decode_slots: float = math.inf
     """The engine's slot count: the largest batch bucket of a padded engine."""
+    dispatch: float = 0.0
+    """:func:`prefill_dispatch_s` of the engine."""
     memo: dict[float, float] = field(default_factory=dict)
     linear_table: list[np.ndarray] = field(default_factory=list)
     """(tokens, seconds) of :meth:`_linear` on a geometric grid, made on first use (one vectorized call)."""
@@ -269,6 +282,11 @@ class _Costs:
 
     def host(self, seqs: float) -> float:
         return self.profile.host_pass_s + self.profile.host_seq_s * seqs
+
+    def dispatched(self, gpu_s: float, hidden_s: float) -> float:
+        """A prefill pass of ``gpu_s`` on the GPU, dispatched eagerly behind ``hidden_s`` of the pass before it: the
+        longer of its GPU work and what the dispatch (:attr:`dispatch`) takes beyond ``hidden_s``."""
+        return max(gpu_s, self.dispatch - hidden_s)
 
     def prefill(self, prompts: float, tokens: float) -> float:
         """A separate prefill forward of ``prompts`` prompts of ``tokens`` tokens each (fixed costs included)."""
@@ -376,10 +394,11 @@ def _pass_equations(
     fit = left / max(k.computed, 1.0) if budget > 0 else math.inf
     per_pass = max(1.0, min(n_o, fit))
     passes = max(min(1.0, n_o), n_o / per_pass) * chunks
-    f = k.prefill(per_pass, k.computed / chunks) + k.host(per_pass)
+    hidden = k.decode(b_o) if b_o > 0 else 0.0  # a prefill pass is dispatched while the decode pass before runs
+    f = k.dispatched(k.prefill(per_pass, k.computed / chunks), hidden) + k.host(per_pass)
     new = k.decode(1.0 + b_o) + k.host(1.0 + b_o) + passes * f
-    own = wait * new * others + chunks * (k.prefill(max(1.0, min(1.0 + n_o, fit)), k.computed / chunks)
-                                         + k.host(1.0 + n_o))
+    own_pass = k.dispatched(k.prefill(max(1.0, min(1.0 + n_o, fit)), k.computed / chunks), hidden)
+    own = wait * new * others + chunks * (own_pass + k.host(1.0 + n_o))
     return new, b, n, own, left
 
 
@@ -462,7 +481,8 @@ def steady_state(
                      f"({pool / GIB:.2f} GiB of KV cache after weights and activations)")
     o1 = max(gen - 1.0, 0.0)
     cap_n = math.floor(cap)
-    k = _Costs(m, c, cal, profile, prompt, gen, prompt * (1.0 - prefix_hit_ratio), float(cap_n))
+    k = _Costs(m, c, cal, profile, prompt, gen, prompt * (1.0 - prefix_hit_ratio), float(cap_n),
+               prefill_dispatch_s(m, c, profile))
     sat_lam, _, _, _ = _closed(k, float(cap_n), budget, float(cap_n))
     if request_rate is None:
         running = min(concurrency, float(cap_n))
@@ -523,7 +543,8 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
     rows, longest = replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0
     if profile.padded_decode:
         rows, longest = replay.padded_shape(rows, longest, sched.decode_slots)
-    k = replay.costs(m, c, cal, rows, longest, min(sched.token_budget, clients * max(prompt, 1.0)))
+    k = replay.costs(m, c, cal, rows, longest, min(sched.token_budget, clients * max(prompt, 1.0)),
+                     prefill_dispatch_s(m, c, profile))
     try:
         r = replay.run(k, sched, clients, bench, prompt, float(c.gen))
     except (replay.Stalled, replay.TooLarge) as e:
@@ -550,7 +571,7 @@ def pass_costs(m: ModelNums, c: Case, cal: Calibration, engine: str, gpu_name: s
     batch = max(max(p.decode_rows for p in passes), 1)
     context = max(max(p.context for p in passes), max((s + t for p in passes for s, t in p.chunks), default=1.0))
     tokens = max(sum(t for _, t in p.chunks) for p in passes)
-    k = replay.costs(m, c, cal, batch, context + 1.0, max(tokens, 1.0))
+    k = replay.costs(m, c, cal, batch, context + 1.0, max(tokens, 1.0), prefill_dispatch_s(m, c, profile))
     return [replay.pass_cost(k, sched, p.decode_rows, p.context, list(p.chunks)) for p in passes]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -380,3 +381,47 @@ def test_sglang_admits_a_burst_only_as_far_as_its_reserve_allows() -> None:
     vllm = _burst("vllm", 4096)
     assert vllm["mean_running"] > long_["mean_running"]  # on demand: more at once, and preempted
     assert vllm["preemptions"] > long_["preemptions"]
+
+
+def test_sglang_pays_its_eager_prefill_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang dispatches its prefill passes without a CUDA graph, ``prefill_dispatch_s`` of CPU per engine kernel
+    (engines.toml): a one-client TTFT of a 16-token prompt on Llama-3.1-8B (32 layers of 13 kernels) is at least
+    that floor plus the front end, and without the engine's figure (a bare eager op's 14 µs) it falls below it."""
+    req = Request(engine="sglang", task="serve", prompt=16, gen=64, concurrency=1, num_prompts=0)
+    profile = engine_profiles()["sglang"]
+    assert profile.prefill_dispatch_s == pytest.approx(70e-6)
+    floor = 32 * 13 * profile.prefill_dispatch_s
+    sglang = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
+    assert sglang.metrics["ttft_s"] >= floor + profile.frontend_s
+    bare = {**engine_profiles(), "sglang": profile.model_copy(update={"prefill_dispatch_s": None})}
+    monkeypatch.setattr(serving, "engine_profiles", lambda: bare)
+    without = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
+    assert without.metrics["ttft_s"] < floor
+    assert without.metrics["tpot_s"] == pytest.approx(sglang.metrics["tpot_s"], rel=0.05)  # decode runs in a graph
+
+
+def test_an_eager_prefill_pass_waits_for_what_the_pass_before_does_not_hide() -> None:
+    """replay.pass_cost: a pass with a prompt chunk and an engine dispatch D pays max(0, D - its GPU work - the GPU
+    time of the pass before); on an idle engine (nothing before) all that exceeds its own GPU work, behind a long
+    enough pass nothing; a decode-only pass never."""
+    from gpumatch.estimate.api import model_arch, resolve_gpu
+    from gpumatch.estimate.calibration import DEFAULT_CALIBRATION
+    from gpumatch.estimate.case import model_nums
+    from gpumatch.estimate.options import build_case
+    from gpumatch.estimate.replay import Scheduler, costs, pass_cost
+
+    arch = model_arch("llama-3.1-8b")
+    case, _ = build_case(arch, resolve_gpu("h100-sxm"), Request(task="serve", engine="sglang"))
+    m = model_nums(arch)
+    dispatch = serving.prefill_dispatch_s(m, case, engine_profiles()["sglang"])
+    assert dispatch == pytest.approx(32 * 13 * 70e-6)
+    k = costs(m, case, DEFAULT_CALIBRATION, 16, 2048.0, 8192.0, dispatch)
+    s = Scheduler("alternate", 8192, math.inf, math.inf, False, 0.0, 0.0)
+    idle = pass_cost(k, s, 0, 0.0, [(0.0, 16.0)], hidden_s=0.0)
+    gpu = idle.decode_s + idle.linear_s + idle.attention_s
+    assert idle.dispatch_s == pytest.approx(dispatch - gpu) and idle.total_s == pytest.approx(dispatch)
+    assert pass_cost(k, s, 0, 0.0, [(0.0, 16.0)], hidden_s=0.01).dispatch_s == pytest.approx(dispatch - gpu - 0.01)
+    assert pass_cost(k, s, 0, 0.0, [(0.0, 16.0)], hidden_s=dispatch).dispatch_s == 0.0
+    assert pass_cost(k, s, 8, 500.0, [], hidden_s=0.0).dispatch_s == 0.0
+    assert engine_profiles()["vllm"].prefill_dispatch_s is None
+    assert serving.prefill_dispatch_s(m, case, engine_profiles()["vllm"]) == 0.0
