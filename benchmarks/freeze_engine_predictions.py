@@ -3,7 +3,9 @@
 Usage: ``python benchmarks/freeze_engine_predictions.py ROWS.toml OUT.json`` (ROWS: the settings of each row, e.g.
 ``tests/data/published/engine-rows-2026-12-04.toml``). Each row is predicted with ``gpumatch estimate --task serve
 --engine E --concurrency C [--num-prompts N --length-low R] [--kv-precision K] [--prefix-hit-ratio H] --format json``
-at the current commit (recorded as ``frozen_at_commit``); ``K`` is the row's ``kv_precision`` (the KV-cache dtype the
+at the current commit (recorded as ``frozen_at_commit``); an open-loop row (``--request-rate``) is the finite run of
+its ``num_prompts`` arrivals replayed (``--num-prompts N --length-low R``; from batch 2026-12-07i on, before it the
+long-run steady state at that rate); ``K`` is the row's ``kv_precision`` (the KV-cache dtype the
 source ran; from batch 2026-12-07g on, before it the engine's default was taken); ``H`` comes from the rows file's
 optional ``[prefix_cache.hit_ratio]``
 table (row id -> share of the prompt the engine's prefix cache holds, where a source repeats its prompts). The
@@ -20,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+MAX_NUM_PROMPTS = 100_000
+"""The most requests ``gpumatch estimate`` replays (``gpumatch.estimate.replay.MAX_NUM_PROMPTS``); a longer
+open-loop run (MLPerf's tens of thousands of queries) is predicted at the long-run steady state."""
 
 
 def predict(r: dict[str, Any], hit_ratio: float = 0.0) -> dict[str, Any]:
@@ -27,8 +32,10 @@ def predict(r: dict[str, Any], hit_ratio: float = 0.0) -> dict[str, Any]:
            str(r["tp"]), "--tp", str(r["tp"]), "--precision", r["precision"], "--task", "serve", "--engine",
            r["engine"], "--prompt", str(r["prompt"]), "--gen", str(r["gen"]), "--format", "json"]
     rate = str(r.get("request_rate", "inf"))
-    if rate != "inf":  # open loop, Poisson arrivals at that rate: the engine's long-run state at that load
+    if rate != "inf":  # open loop, Poisson arrivals at that rate
         cmd += ["--request-rate", rate]
+        if 0 < int(r.get("num_prompts") or 0) <= MAX_NUM_PROMPTS:  # the run's N arrivals replayed (2026-12-07i on)
+            cmd += ["--num-prompts", str(r["num_prompts"]), "--length-low", str(r.get("length_low", 1.0))]
     else:
         cmd += ["--concurrency", str(r["concurrency"])]
         for key, flag in (("num_prompts", "--num-prompts"), ("length_low", "--length-low")):

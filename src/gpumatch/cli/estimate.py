@@ -64,9 +64,11 @@ FLAGS: dict[str, Flag] = {
                                      "requests/s over all replicas (default: closed loop at --concurrency).")),
     "prefix_hit_ratio": Flag(float, _OPT(None, "--prefix-hit-ratio", help="Task serve: share of each prompt "
                                          "already in the engine's prefix cache, 0 <= r < 1 (default 0).")),
-    "num_prompts": Flag(int, _OPT(None, "--num-prompts", help="Task serve, closed loop: requests of the benchmark "
-                                  "replayed pass by pass, first burst included (default 10 × --concurrency, as "
-                                  "published sweeps; 0 = the long-run steady state the planner ranks).")),
+    "num_prompts": Flag(int, _OPT(None, "--num-prompts", help="Task serve: requests of the benchmark replayed "
+                                  "pass by pass; closed loop: first burst included (default 10 × --concurrency, "
+                                  "as published sweeps); with --request-rate: a finite run of that many arrivals "
+                                  "(default: the steady state); 0 = the long-run steady state the planner "
+                                  "ranks.")),
     "length_low": Flag(float, _OPT(None, "--length-low", help="Task serve, replay: draw prompt and output lengths "
                                    "in [F × L, L] (default 1 = fixed; InferenceX's --random-range-ratio 0.8).")),
     "memory_fraction": Flag(float, _OPT(None, "--memory-fraction", help="Task serve: share of GPU memory the "

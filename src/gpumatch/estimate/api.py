@@ -173,7 +173,7 @@ def _serving(arch: ModelArch, spec: GpuSpec, req: Request, case: Case,
     """The engine's steady state of ``req`` (:func:`gpumatch.estimate.served.engine_state`)."""
     return served.engine_state(model_nums(arch), case, cal, req.serving_engine, spec.name,
                                request_rate=req.request_rate, prefix_hit_ratio=req.prefix_hit_ratio,
-                               bench=served.benchmark_of(req.num_prompts, req.length_low, case),
+                               bench=served.benchmark_of(req.num_prompts, req.length_low, case, req.request_rate),
                                targets=(req.slo_ttft_s, req.slo_tpot_s))
 
 

@@ -59,6 +59,12 @@ a finished one joins the pass after next, having waited one whole pass; only an 
 waiting) takes it at once. Measured from the client's send, the delivery delays cancel: TTFT = the pass it
 waits + the passes of its prompt. The first burst (C requests at t = 0, engine idle) waits for nothing.
 
+Open loop (``Benchmark.request_rate``: ``vllm bench serve --request-rate R --num-prompts N``, SGLang's
+``bench_serving`` alike): the N requests arrive at Poisson times at rate R (exponential gaps from a seeded
+generator, the first at 0) whatever the engine does, each joining the queue with the first pass planned after it
+arrives; an idle engine waits for the next arrival. A finite run at a rate above what the engine serves has a
+mean TTFT (its queue grows for N / R seconds, then drains), which the long-run steady state cannot give.
+
 Decode-only stretches between events (a request finishing or arriving, the KV cache filling) are advanced in one
 step at the stretch's mean context, so the cost is linear in the number of requests, not passes.
 
@@ -100,10 +106,13 @@ SEED = 20261204
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A closed-loop benchmark: ``num_prompts`` requests, lengths uniform in ``[length_low · L, L]``."""
+    """A benchmark of ``num_prompts`` requests, lengths uniform in ``[length_low · L, L]``: closed loop (each client
+    sends its next request when its last one ends), or with ``request_rate`` (requests/s) open loop, the requests
+    arriving at Poisson times whatever the engine does (module docstring, "Open loop")."""
 
     num_prompts: int
     length_low: float = 1.0
+    request_rate: float | None = None
 
 
 RATIO_INIT = 0.7
@@ -375,10 +384,22 @@ def run(k: _Costs, s: Scheduler, clients: int, bench: Benchmark, prompt: float, 
     longest = int(np.max(prompts + outs))
     if longest > s.kv_tokens:
         raise Stalled(f"the KV pool holds {s.kv_tokens:.0f} tokens, less than one request of {longest}")
-    loop = _Loop(k, s, clients, prompts, outs)
+    loop = _Loop(k, s, clients, prompts, outs, arrival_times(bench))
     while loop.done < loop.n:
         loop.step()
     return replace(loop.result(), length_low=bench.length_low)
+
+
+def arrival_times(bench: Benchmark) -> np.ndarray | None:
+    """Open loop (``bench.request_rate``): the requests' arrival times in seconds, a Poisson process at that rate
+    from a seeded generator, the first at 0 (``vllm bench serve --request-rate R``: exponential gaps, burstiness 1);
+    None for a closed loop."""
+    if bench.request_rate is None:
+        return None
+    gaps = np.random.default_rng(SEED + 1).exponential(1.0 / bench.request_rate, size=bench.num_prompts)
+    gaps[0] = 0.0
+    out: np.ndarray = np.cumsum(gaps)
+    return out
 
 
 class _Loop:
@@ -388,7 +409,8 @@ class _Loop:
     compute, tokens in the KV cache, output tokens made, first-token time); the running requests are an index
     array in admission order, so a pass costs a few array operations whatever the batch."""
 
-    def __init__(self, k: _Costs, s: Scheduler, clients: int, prompts: np.ndarray, outs: np.ndarray) -> None:
+    def __init__(self, k: _Costs, s: Scheduler, clients: int, prompts: np.ndarray, outs: np.ndarray,
+                 arrivals: np.ndarray | None = None) -> None:
         self.k, self.s = k, s
         self.n = len(prompts)
         self.clients = min(clients, self.n)
@@ -431,9 +453,16 @@ class _Loop:
         self.prefill_tokens = 0
         self.done = 0
         self.steps = 0
+        """Scheduling steps taken (:meth:`_pass` calls): the replay's cost, bounded by :data:`MAX_PASSES`."""
         self.before_s = 0.0
         """GPU seconds of the pass before the one being planned (0 on an idle engine), behind which it is dispatched."""
-        """Scheduling steps taken (:meth:`_pass` calls): the replay's cost, bounded by :data:`MAX_PASSES`."""
+        self.open = arrivals is not None
+        """Open loop: every request arrives at its time in ``arrivals``, none waits for another to end."""
+        if arrivals is not None:
+            self.arrive = np.asarray(arrivals, dtype=float)
+            self.todo = self.prompts.copy()
+            self._arrive()
+            return
         for _ in range(self.clients):
             self._send()
         self._arrive()  # the first burst finds the engine idle
@@ -446,13 +475,22 @@ class _Loop:
         self.sent += 1
 
     def _arrive(self) -> None:
-        """The requests sent so far reach the scheduler's queue, in the order they were sent."""
+        """The requests sent so far reach the scheduler's queue, in the order they were sent (open loop: those whose
+        arrival time has come)."""
+        if self.open:
+            while self.sent < self.n and self.arrive[self.sent] <= self.t:
+                self.waiting.append(self.sent)
+                self.sent += 1
+            return
         self.waiting.extend(self.pending)
         self.pending.clear()
 
     def step(self) -> None:
         """One pass with prompt chunks, or a stretch of decode-only passes up to the next event (a request
         arriving ends a stretch after its first pass)."""
+        if self.open and not (self.run.size or self.waiting):
+            self.t = max(self.t, float(self.arrive[self.sent]))  # idle until the next request arrives
+            self._arrive()
         if self.pending and not (self.run.size or self.waiting):
             self._arrive()  # an idle engine takes them at once
         if not self.run.size:
@@ -471,6 +509,9 @@ class _Loop:
         if not decoders.size:
             raise Stalled("no request can run")  # unreachable when the longest request fits the pool
         steps = 1 if self.pending else int(np.min(self.outs[decoders] - self.made[decoders]))
+        if self.open and self.sent < self.n:  # the stretch ends with the pass in which the next request arrives
+            step_s = max(self.k.decode(int(decoders.size), float(np.mean(self.kv[decoders]))), 1e-9)
+            steps = min(steps, max(1, math.ceil((float(self.arrive[self.sent]) - self.t) / step_s)))
         if not self.s.reserve:
             steps = min(steps, int(self.s.kv_tokens - self.kv_used) // decoders.size)
         if self.s.padded_decode:  # a stretch stays inside one context bucket of its longest request
@@ -616,7 +657,7 @@ class _Loop:
         self.tpot[ended] = np.where(o1 > 0, (self.t - self.first[ended]) / np.maximum(o1, 1), 0.0)
         for _ in range(ended.size):
             self.done += 1
-            if self.sent < self.n:
+            if self.sent < self.n and not self.open:
                 self._send()
 
     def result(self) -> Replay:

@@ -356,9 +356,9 @@ def _check_serving(req: Request) -> None:
     if not 0.0 <= req.prefix_hit_ratio < 1.0:
         raise InputError(f"prefix-cache hit ratio must be in [0, 1), got {req.prefix_hit_ratio}")
     asked = req.num_prompts is not None or req.length_low != 1.0
-    if asked and (req.serving_engine == "static" or req.request_rate is not None):
-        raise InputError("--num-prompts and --length-low replay a closed-loop benchmark of a serving engine",
-                         "use --task serve without --request-rate (engine vllm, sglang or trtllm)")
+    if asked and req.serving_engine == "static":
+        raise InputError("--num-prompts and --length-low replay a benchmark of a serving engine",
+                         "use --task serve with --engine vllm, sglang or trtllm")
     if req.num_prompts is not None and not 0 <= req.num_prompts <= MAX_NUM_PROMPTS:
         raise InputError(f"--num-prompts must be 0 (steady state) to {MAX_NUM_PROMPTS}, got {req.num_prompts}")
     if req.memory_fraction is not None:

@@ -35,7 +35,8 @@ def engine_state(
     seqs_per_replica = float(in_flight_sequences(case)) / dp
     rate = None if request_rate is None else request_rate / dp
     try:
-        share = None if bench is None else replace(bench, num_prompts=math.ceil(bench.num_prompts / dp))
+        share = None if bench is None else replace(bench, num_prompts=math.ceil(bench.num_prompts / dp),
+                                                   request_rate=rate)
         sv = serving.steady_state(m, replica_case(case), cal, engine, gpu_name, concurrency=seqs_per_replica,
                                   request_rate=rate, prefix_hit_ratio=prefix_hit_ratio, targets=targets,
                                   bench=share)
@@ -43,7 +44,7 @@ def engine_state(
         return None, case, f"{e}: estimated with the static-batch model"
     held = sv.running if rate is not None else min(sv.running, seqs_per_replica)  # open loop: as many as the rate holds
     running = float(max(1, math.ceil(held - 1e-9)))
-    note = "" if sv.stable or request_rate is None else (
+    note = "" if sv.stable or request_rate is None or sv.benchmark is not None else (
         f"--request-rate {request_rate:g}/s is at or above what {sv.engine} serves "
         f"({sv.saturated_requests_per_s * dp:.3g} requests/s): the queue grows without bound (TTFT has no mean)")
     if sv.replay_note:
@@ -51,10 +52,16 @@ def engine_state(
     return sv, replace(case, seqs_per_replica=running, in_flight=running * dp), note
 
 
-def benchmark_of(num_prompts: int | None, length_low: float, case: Case) -> replay.Benchmark:
-    """The closed-loop benchmark an estimate replays: ``num_prompts`` requests (None: 10 × the requests in flight
-    over all replicas, as published sweeps run; 0: none, the steady state) of lengths in
-    ``[length_low × L, L]``."""
+def benchmark_of(num_prompts: int | None, length_low: float, case: Case,
+                 request_rate: float | None = None) -> replay.Benchmark | None:
+    """The benchmark an estimate replays: closed loop, ``num_prompts`` requests (None: 10 × the requests in flight
+    over all replicas, as published sweeps run; 0: none, the steady state) of lengths in ``[length_low × L, L]``;
+    open loop (``request_rate``, requests/s over all replicas), the ``num_prompts`` requests of a finite run
+    arriving at that rate (None or 0: none, the steady state at that rate)."""
+    if request_rate is not None:
+        if not num_prompts:
+            return None
+        return replay.Benchmark(num_prompts=num_prompts, length_low=length_low, request_rate=request_rate)
     n = 10 * int(in_flight_sequences(case)) if num_prompts is None else num_prompts
     return replay.Benchmark(num_prompts=n, length_low=length_low)
 

@@ -515,7 +515,7 @@ def steady_state(
         pass_costs=(profile.host_pass_s, profile.host_seq_s, pass_cost_source(engine, cal, gpu_name)),
         frontend_s=profile.frontend_s,
     )  # fmt: skip
-    if request_rate is None and bench is not None and bench.num_prompts > 0:
+    if bench is not None and bench.num_prompts > 0 and (request_rate is None) == (bench.request_rate is None):
         return replayed(sv, m, c, cal, tier, profile, bench, prefix_hit_ratio)
     return sv
 
@@ -525,7 +525,7 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
     """``sv`` with its latencies and rates replaced by those of ``bench`` replayed through ``sv.concurrency``
     clients (:mod:`gpumatch.estimate.replay`) under the same engine rules and KV pool; the steady state's TTFT
     and TPOT are kept beside them. A prefix-cache hit ratio shortens every computed prompt by that share."""
-    clients = max(1, round(sv.concurrency))
+    clients = bench.num_prompts if bench.request_rate is not None else max(1, round(sv.concurrency))
     prompt = float(c.prompt) * (1.0 - prefix_hit_ratio)
     # KV bytes per token, averaged over the longest request (prompt + output): with sliding-window layers a request
     # holds at most the window in them, so the average falls with length; taken at a million tokens (as before

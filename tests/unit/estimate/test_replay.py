@@ -164,13 +164,39 @@ def test_the_first_burst_raises_the_mean_ttft_of_short_benchmarks() -> None:
 def test_replay_options_are_checked() -> None:
     with pytest.raises(InputError, match="length-low"):
         estimate("llama-3.1-8b", "H100 SXM", Request(length_low=0.0, **SERVE, concurrency=8), with_scaling=False)
-    with pytest.raises(InputError, match="closed-loop"):
-        estimate(
-            "llama-3.1-8b",
-            "H100 SXM",
-            Request(num_prompts=100, request_rate=2.0, **SERVE, concurrency=8),
-            with_scaling=False,
-        )
+    with pytest.raises(InputError, match="serving engine"):
+        estimate("llama-3.1-8b", "H100 SXM", Request(engine="static", num_prompts=100, **SERVE, concurrency=8),
+                 with_scaling=False)
+
+
+def test_an_open_loop_at_a_low_rate_finds_the_engine_idle() -> None:
+    """Open loop (Benchmark.request_rate): 20 requests 100 s apart on average (a seeded Poisson process, the first
+    at 0) never meet: each is prefilled alone at once (no wait) and decodes alone."""
+    r = run(flat_costs(), sched(), 20, Benchmark(20, request_rate=0.01), 100, 11)
+    assert r.ttft_s == pytest.approx(F + 100 * A) and r.tpot_s == pytest.approx(D)
+    assert r.duration_s > 100.0 and r.mean_running < 0.01
+
+
+def test_a_finite_open_loop_above_the_engines_rate_queues_and_drains() -> None:
+    """Requests arrive faster than the engine ends them (one sequence at a time): the queue grows for the whole run,
+    so the mean TTFT grows with the number of arrivals, and the run ends when the queue has drained."""
+    one = sched(max_seqs=1)
+    short = run(flat_costs(), one, 50, Benchmark(50, request_rate=100.0), 100, 11)
+    long = run(flat_costs(), one, 200, Benchmark(200, request_rate=100.0), 100, 11)
+    assert long.ttft_s > 3 * short.ttft_s
+    per_request = F + 100 * A + 10 * D  # served one after the other
+    assert long.duration_s == pytest.approx(200 * per_request, rel=0.02)
+
+
+def test_an_estimate_replays_a_finite_open_loop_run() -> None:
+    """--request-rate with --num-prompts replays the run's arrivals (the steady state without): at a rate above
+    what one H100 serves, the steady state has no TTFT, the finite run has one that grows with its length."""
+    def est(n: int | None) -> dict[str, float]:
+        req = Request(task="serve", prompt=1024, gen=256, request_rate=300.0, num_prompts=n)
+        return estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False).metrics
+
+    assert not math.isfinite(est(None)["ttft_s"])
+    assert 0 < est(100)["ttft_s"] < est(400)["ttft_s"] < math.inf
 
 
 def test_cli_replay_flags_and_json(capsys: pytest.CaptureFixture[str]) -> None:
