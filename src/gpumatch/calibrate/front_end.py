@@ -13,12 +13,11 @@ and returns the median difference with its quartiles: the basis of ``frontend_s`
 from __future__ import annotations
 
 import statistics
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpumatch.calibrate.published import EngineCase, load_engine_cases
+from gpumatch.calibrate.published import EngineCase, batch_settings, load_engine_cases
 
 MAX_CLIENTS = 4
 """Clients at most: beyond a few, queueing behind other prompts is no longer small."""
@@ -37,17 +36,6 @@ class FrontEnd:
     q75_s: float
 
 
-def _prompts(directory: Path, dates: Sequence[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for date in dates:
-        with (directory / f"engine-rows-{date}.toml").open("rb") as f:
-            spec = tomllib.load(f)
-        for raw in spec["rows"]:
-            row = dict(zip(spec["columns"], raw, strict=True))
-            out[row["id"]] = float(row["prompt"])
-    return out
-
-
 def _difference_s(c: EngineCase) -> float | None:
     """Published TTFT minus the frozen prediction of the same statistic (mean, else median); None without both."""
     measured: float | None = c.ttft_s
@@ -63,7 +51,7 @@ def front_end_costs(directory: Path, dates: Sequence[str], max_clients: int = MA
     docstring), engines in name order."""
     cases, _, _ = load_engine_cases([directory / f"engine-measured-{d}.toml" for d in dates],
                                     [directory / f"engine-predictions-{d}.json" for d in dates])
-    prompts = _prompts(directory, dates)
+    prompts = {i: float(r["prompt"]) for i, r in batch_settings(directory, dates).items()}
     by_engine: dict[str, list[float]] = {}
     for c in cases:
         diff = _difference_s(c)

@@ -246,6 +246,20 @@ def _predicted_fields(frozen: dict[str, Any], frozen_in: str) -> dict[str, Any]:
             "steady_tpot_s": serving.get("steady_state_tpot_s", frozen["tpot_s"])}
 
 
+def batch_settings(directory: Path, dates: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Row id -> its settings (every column of ``engine-rows-DATE.toml``) over the published batches ``dates`` in
+    ``directory``."""
+    out: dict[str, dict[str, Any]] = {}
+    for date in dates:
+        path = directory / f"engine-rows-{date}.toml"
+        label = f"published settings {path}"
+        spec = parse_toml(read_text(path, label, 10_000_000), label)
+        for raw in spec["rows"]:
+            row = dict(zip(spec["columns"], raw, strict=True))
+            out[row["id"]] = row
+    return out
+
+
 def _load_frozen(predictions: Sequence[Path]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Each frozen row by id (with the name of its file under ``"_file"``) and the commit each file was frozen at."""
     by_id: dict[str, dict[str, Any]] = {}

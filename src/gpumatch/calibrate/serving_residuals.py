@@ -13,12 +13,11 @@ than gpumatch's inputs should expect -- and they set the interval of every servi
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpumatch.calibrate.published import EngineCase, load_engine_cases
+from gpumatch.calibrate.published import EngineCase, batch_settings, load_engine_cases
 from gpumatch.calibrate.residuals import quantile
 
 LOOPS = {"closed": "closed", "open-burst": "closed", "open-poisson": "open"}
@@ -29,14 +28,7 @@ MIN_ROWS = 10
 
 
 def _loops(directory: Path, dates: Sequence[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for date in dates:
-        with (directory / f"engine-rows-{date}.toml").open("rb") as f:
-            spec = tomllib.load(f)
-        for raw in spec["rows"]:
-            row = dict(zip(spec["columns"], raw, strict=True))
-            out[row["id"]] = LOOPS[row.get("loop", "closed")]
-    return out
+    return {i: LOOPS[r.get("loop", "closed")] for i, r in batch_settings(directory, dates).items()}
 
 
 def _ratios(cases: Sequence[EngineCase], loops: dict[str, str], loop: str, figure: str) -> list[float]:
