@@ -402,9 +402,11 @@ def _pass_equations(
     return new, b, n, own, left
 
 
-def _closed(k: _Costs, running: float, budget: float, clients: float) -> tuple[float, float, dict[str, float], int]:
+def _closed(k: _Costs, running: float, budget: float, clients: float,
+            front_end: bool = True) -> tuple[float, float, dict[str, float], int]:
     """(rate λ, pass time τ, details, iterations) of the closed loop with ``running`` requests in the engine and
-    ``clients`` in the whole loop; a client's cycle includes the front end's cost per request (``frontend_s``)."""
+    ``clients`` in the whole loop; a client's cycle includes the front end's cost per request (``frontend_s``)
+    unless ``front_end`` is False (the engine's saturated rate, which a queue in front of it keeps fed)."""
     o1 = max(k.gen - 1.0, 0.0)
     others = (running - 1.0) / running if running > 1.0 else 0.0
     tau = k.decode(running) + k.host(running)
@@ -423,7 +425,8 @@ def _closed(k: _Costs, running: float, budget: float, clients: float) -> tuple[f
         tau, lam = tau_next, lam_next
         if done:
             break
-    lam = min(lam, clients / (det["own"] + k.profile.frontend_s + o1 * tau))  # a client's cycle: the front end too
+    front = k.profile.frontend_s if front_end else 0.0
+    lam = min(lam, clients / (det["own"] + front + o1 * tau))  # a client's cycle: the front end too
     return lam, tau, det, it
 
 
@@ -483,7 +486,7 @@ def steady_state(
     cap_n = math.floor(cap)
     k = _Costs(m, c, cal, profile, prompt, gen, prompt * (1.0 - prefix_hit_ratio), float(cap_n),
                prefill_dispatch_s(m, c, profile))
-    sat_lam, _, _, _ = _closed(k, float(cap_n), budget, float(cap_n))
+    sat_lam, _, _, _ = _closed(k, float(cap_n), budget, float(cap_n), front_end=False)
     if request_rate is None:
         running = min(concurrency, float(cap_n))
         lam, tau, det, it = _closed(k, running, budget, concurrency)

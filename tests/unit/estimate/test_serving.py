@@ -425,3 +425,18 @@ def test_an_eager_prefill_pass_waits_for_what_the_pass_before_does_not_hide() ->
     assert pass_cost(k, s, 8, 500.0, [], hidden_s=0.0).dispatch_s == 0.0
     assert engine_profiles()["vllm"].prefill_dispatch_s is None
     assert serving.prefill_dispatch_s(m, case, engine_profiles()["vllm"]) == 0.0
+
+
+def test_the_front_end_leaves_the_engines_saturated_rate_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queue in front of a saturated engine keeps it fed whatever the front end takes per request: the open-loop
+    saturated rate (short requests, where 10 ms is a large part of a request's life) is the same with and without
+    ``frontend_s``; the TTFT at a rate below it is not."""
+    req = Request(engine="vllm", task="serve", prompt=32, gen=8, request_rate=50.0)
+    with_front = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
+    bare = {**engine_profiles(), "vllm": engine_profiles()["vllm"].model_copy(update={"frontend_s": 0.0})}
+    monkeypatch.setattr(serving, "engine_profiles", lambda: bare)
+    without = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
+    assert with_front.serving is not None and without.serving is not None
+    assert with_front.serving["saturated_requests_per_s"] == pytest.approx(
+        without.serving["saturated_requests_per_s"], rel=1e-9)
+    assert with_front.metrics["ttft_s"] - without.metrics["ttft_s"] == pytest.approx(0.010, rel=1e-3)
