@@ -127,12 +127,14 @@ def _engine_serving(d: dict[str, Any]) -> bool:
 def _engine_line(sv: dict[str, Any]) -> str:
     """The serving engine and the steady state it settles in (the JSON ``serving`` object, in one line)."""
     rp = sv.get("replay")
-    mode = (f"open loop, {sv['request_rate_per_s']:g} requests/s" if sv["mode"] != "closed-loop"
+    arrivals = f", {rp['num_prompts']} arrivals replayed pass by pass" if rp is not None else ""
+    mode = (f"open loop, {sv['request_rate_per_s']:g} requests/s{arrivals}" if sv["mode"] != "closed-loop"
             else f"closed loop, {sv['concurrency_per_replica']:g} in flight per replica" if rp is None
             else f"benchmark of {rp['num_prompts']} requests per replica, {sv['concurrency_per_replica']:g} in "
                  f"flight, replayed pass by pass")
     limits = [w for w, on in (("KV/sequence cap admits fewer: queueing", sv["admission_limited"]),
-                              ("prefill-bound", sv["prefill_limited"]), ("unstable", not sv["stable"])) if on]
+                              ("prefill-bound", sv["prefill_limited"]),
+                              ("unstable in the long run" if rp is not None else "unstable", not sv["stable"])) if on]
     return (f"{sv['engine']} ({mode}; running decode batch {sv['mean_decode_batch']:.1f}, "
             f"{sv['prefill_tokens_per_pass']:.0f} prompt tokens/pass of a {sv['token_budget']} budget"
             + (f"; {', '.join(limits)}" if limits else "") + ")")
@@ -146,8 +148,9 @@ def _ttft_basis(sv: dict[str, Any], secs: Callable[[Any], str]) -> str:
     tail = f"engine passes + front end {secs(front)}" if front > 0 else "engine passes only"
     if rp is None:
         return f"mean, at steady state: pass in flight, own prefill, queueing; {tail}"
-    return (f"mean of the benchmark; p50 {secs(rp['ttft_p50_s'])}, p99 {secs(rp['ttft_p99_s'])}, first "
-            f"burst {secs(rp['first_wave_ttft_s'])}; steady state {secs(sv['steady_state_ttft_s'])}; {tail}")
+    burst = f", first burst {secs(rp['first_wave_ttft_s'])}" if sv["mode"] == "closed-loop" else ""  # open: no burst
+    return (f"mean of the benchmark; p50 {secs(rp['ttft_p50_s'])}, p99 {secs(rp['ttft_p99_s'])}{burst}; steady "
+            f"state {secs(sv['steady_state_ttft_s'])}; {tail}")
 
 
 def _run_rows(d: dict[str, Any], human: bool) -> dict[str, Any]:

@@ -270,3 +270,13 @@ def test_a_burst_of_short_prompts_pays_their_flops_once_the_pass_is_compute_boun
         "--format", "json"]).stdout)
     bound_s = 250 * 200 * 2 * 8.03e9 / 1979e12 / 2
     assert d["serving"]["replay"]["first_wave_ttft_s"] >= bound_s
+
+
+def test_the_table_of_a_finite_open_loop_run_names_its_arrivals() -> None:
+    """The estimate table of ``--request-rate R --num-prompts N`` says the N arrivals were replayed and names no
+    first burst (an open loop has none); the steady state beside it is unstable in the long run."""
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100 SXM", "--task", "serve", "--prompt", "1024",
+            "--gen", "256", "--request-rate", "300", "--num-prompts", "200"]
+    out = " ".join(CliRunner().invoke(app, args, env={"COLUMNS": "80"}).output.split())
+    assert "open loop, 300 requests/s, 200 arrivals replayed pass by pass" in out
+    assert "unstable in the long run" in out and "first burst" not in out
