@@ -82,6 +82,14 @@ def model_flops_per_token_train(m: ModelNums, c: Case) -> Num:
     return gemm + 3.0 * m.layers * attention_flops(m, 1.0, prefill_context(c.seq))
 
 
+def routed_expert_params(m: ModelNums) -> float:
+    """Per-layer (averaged) weights of the ``k`` routed experts one token passes through (0 for a dense model):
+    the part of ``layer_matmul_params_active`` that runs as grouped expert GEMMs; shared experts are not in it."""
+    if m.experts <= 0:
+        return 0.0
+    return m.experts_per_token * m.expert_params_per_layer * m.moe_layers / m.layers
+
+
 def moe_extra_weight_params(m: ModelNums, batch: Num) -> Num:
     """Per-layer (averaged) expert weights read beyond the top-k when ``batch`` tokens route independently.
 

@@ -22,6 +22,8 @@ from gpumatch.estimate.memory import layer_weight_bytes, layers_per_stage
 
 GEMMS_PER_LAYER = 4.0
 """QKV (fused), output projection, gate+up (fused), down (as vLLM and the bench model run them)."""
+EXPERT_GEMMS = 2.0
+"""Of those, the ones an MoE layer runs grouped over its routed experts (gate+up, down)."""
 
 BOUNDS = ("compute", "memory", "interconnect", "host")
 
@@ -72,8 +74,7 @@ def _result(comp: Num, mem: Num, comm_: Num, host: Num) -> dict[str, Num]:
 
 def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibration) -> list[tuple[Num, Num]]:
     """Operators of one layer's forward over ``tokens`` tokens attending ``context`` keys each (per GPU)."""
-    w_params = (m.layer_matmul_params_active + flops.moe_extra_weight_params(m, tokens)
-                + flops.grouped_expert_penalty_params(m, tokens, cal.grouped_expert_half_tokens))
+    w_params = m.layer_matmul_params_active + _expert_weights_beyond_top_k(m, tokens, cal)
     w_bytes = layer_weight_bytes(m, c, w_params) / c.tp
     act_io = tokens * c.act_bytes * (m.qkv_width + 2.0 * m.hidden + 3.0 * m.mlp_inner_width) * 2.0 / c.tp
     gemm = op(flops.layer_gemm_flops(m, tokens) / c.tp, w_bytes + act_io, GEMMS_PER_LAYER, c, cal)
@@ -88,7 +89,40 @@ def _forward_layer(m: ModelNums, c: Case, tokens: Num, context: Num, cal: Calibr
     starved = vmax(1.0, cal.decode_attention_full_bw_blocks * (1.0 - c.split_kv) / blocks)
     attn = (tc, tm * starved)
     elem = op(0.0, elementwise_bytes(m, c, tokens, cal), 1.0, c, cal)
-    return [gemm, attn, elem]
+    return [gemm, attn, elem, _expert_overlap_lost(m, c, tokens, cal)]
+
+
+def _expert_weights_beyond_top_k(m: ModelNums, tokens: Num, cal: Calibration) -> Num:
+    """Expert weights per layer (averaged) that ``tokens`` tokens' grouped GEMMs are worth beyond the top-k: the other
+    experts they touch (:func:`flops.moe_extra_weight_params`) and the grouped GEMM's penalty at a few tokens per
+    expert (:func:`flops.grouped_expert_penalty_params`); 0 for a dense model."""
+    return (flops.moe_extra_weight_params(m, tokens)
+            + flops.grouped_expert_penalty_params(m, tokens, cal.grouped_expert_half_tokens))
+
+
+def _expert_overlap_lost(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> tuple[Num, Num]:
+    """What the routed experts' grouped GEMMs (gate/up, down) of one layer over ``tokens`` tokens take beyond the
+    layer's GEMM operator, per GPU: the shorter of their compute time and the time to stream the weights of every
+    expert the tokens touch (the routed ``k`` and :func:`_expert_weights_beyond_top_k`).
+
+    A grouped GEMM gives each expert ``u = tokens · k / touched`` rows, too few for the expert's weights to be
+    reused across many row tiles while the next ones load, so loading and multiplying add up instead of overlapping
+    as in a dense GEMM (where the longer of the two is the time). The layer's GEMM operator charges the longer; this
+    adds the shorter: the weights in a prefill, the (tiny) FLOPs in a decode step. Measured with
+    ``torch._grouped_mm`` (bf16) on an H100 SXM (2026-12-07, ``benchmarks/gpu/probe_moe_prefill.py``,
+    tests/data/measurements/2026-12-07-h100-moe-prefill-probe.json): over 32 cases -- the expert slices of eight
+    MoE models and TP layouts at 512-16,384 tokens, 16-4,096 rows per expert -- the grouped time is the dense GEMM's
+    time at the same shapes plus the touched weights at 0.88 × 3.35 TB/s within 6 % on average (largest 21 %,
+    Qwen3-235B-A22B at TP 8), where the longer of the two alone is 1.05 to 2.2 times short. Nothing for a dense
+    model. The FLOPs carry no fixed cost per call here: a few tokens per expert cost their bytes."""
+    routed = flops.routed_expert_params(m)
+    if routed <= 0.0:
+        return 0.0, 0.0
+    compute, _ = op(2.0 * tokens * routed / c.tp, 0.0, 0.0, c, cal)
+    weights = routed + _expert_weights_beyond_top_k(m, tokens, cal)
+    _, stream = op(0.0, weights * c.weight_bytes / c.tp, EXPERT_GEMMS, c, cal)
+    shorter_is_compute = compute < stream
+    return where(shorter_is_compute, compute, 0.0), where(shorter_is_compute, 0.0, stream)
 
 
 def head_weight_bytes(m: ModelNums, c: Case) -> Num:
