@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import moe_probe_common
 import torch
 
 SHAPES = {  # name: (experts E, top-k, hidden K, expert intermediate per GPU N)
@@ -43,20 +44,8 @@ def graphed(fn: Callable[[], object]) -> Callable[[], None]:
 
 
 def seconds(fn: Callable[[], None]) -> float:
-    """Median seconds per call over 7 samples of ``REPLAYS`` calls."""
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(7):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(REPLAYS):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) / 1e3 / REPLAYS)
-    return sorted(out)[len(out) // 2]
+    """Median seconds per call over 7 samples of ``REPLAYS`` calls, after 5 warm-up calls."""
+    return moe_probe_common.seconds(fn, torch.device("cuda"), REPLAYS, samples=7, warmup=5)
 
 
 def copy_bandwidth() -> float:

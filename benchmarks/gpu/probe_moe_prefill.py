@@ -22,51 +22,15 @@ fast as a dense GEMM of the same size). One JSON document with the card, driver,
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import json
-import subprocess
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
+from moe_probe_common import PREFILL_TOKENS, SLICES, cli, fp8_dense_mlp, seconds, sweep
 
-SHAPES = {  # name: (experts E, top-k, hidden K, expert intermediate per GPU N)
-    "qwen3-30b-a3b tp1": (128, 8, 2048, 768),
-    "deepseek-v3 tp8": (256, 8, 7168, 256),
-    "gpt-oss-120b tp8": (128, 4, 2880, 360),
-    "gpt-oss-120b tp1": (128, 4, 2880, 2880),
-    "qwen3-235b-a22b tp8": (128, 8, 4096, 192),
-    "qwen3-235b-a22b tp4": (128, 8, 4096, 384),
-    "mixtral-8x7b tp8": (8, 2, 4096, 1792),
-    "mixtral-8x7b tp1": (8, 2, 4096, 14336),
-}
-TOKENS = (512, 2048, 8192, 16384)
+SHAPES = SLICES
+TOKENS = PREFILL_TOKENS
 SMOKE_SHAPES = {"tiny": (8, 2, 64, 32)}
 SMOKE_TOKENS = (16,)
-
-
-def seconds(fn: Callable[[], object], dev: torch.device, reps: int) -> float:
-    """Median seconds per call of ``fn`` over 5 samples of ``reps`` calls, after 3 warm-up calls."""
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(5):
-        if dev.type == "cuda":
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(reps):
-                fn()
-            b.record()
-            torch.cuda.synchronize()
-            out.append(a.elapsed_time(b) / 1e3 / reps)
-        else:
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            out.append((time.perf_counter() - t0) / reps)
-    return sorted(out)[len(out) // 2]
 
 
 def _route(t: int, e: int, k: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -94,24 +58,6 @@ def _fp8_path(rows: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, offs: torc
         g = torch._scaled_grouped_mm(a, b1, sa, s1, offs=offs, out_dtype=torch.bfloat16)
         h = (torch.nn.functional.silu(g[:, :inter]) * g[:, inter:]).to(f8)
         return torch._scaled_grouped_mm(h, b2, sa, s2, offs=offs, out_dtype=torch.bfloat16)
-
-    return run
-
-
-def _fp8_dense(rows: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, inter: int) -> Callable[[], object]:
-    """The ``dense`` path in fp8 e4m3 with row-wise scales (``torch._scaled_mm``)."""
-    f8 = torch.float8_e4m3fn
-    a = rows.to(f8)
-    b1 = w1[0].t().contiguous().to(f8).t()  # (K, 2N), column-major
-    b2 = w2[0].t().contiguous().to(f8).t()  # (N, K)
-    sa = torch.ones(a.shape[0], 1, device=a.device, dtype=torch.float32)
-    s1 = torch.ones(1, b1.shape[1], device=a.device, dtype=torch.float32)
-    s2 = torch.ones(1, b2.shape[1], device=a.device, dtype=torch.float32)
-
-    def run() -> object:
-        g = torch._scaled_mm(a, b1, sa, s1, out_dtype=torch.bfloat16)
-        h = (torch.nn.functional.silu(g[:, :inter]) * g[:, inter:]).to(f8)
-        return torch._scaled_mm(h, b2, sa, s2, out_dtype=torch.bfloat16)
 
     return run
 
@@ -157,7 +103,7 @@ def probe(name: str, e: int, k: int, hidden: int, inter: int, t: int, dev: torch
     if dev.type == "cuda" and hasattr(torch, "_scaled_grouped_mm"):
         try:
             paths["grouped_fp8"] = _fp8_path(rows, w1, w2, offs, inter)
-            paths["dense_fp8"] = _fp8_dense(rows, w1, w2, inter)
+            paths["dense_fp8"] = fp8_dense_mlp(rows, w1[0], w2[0])
         except Exception as exc:  # a probe: an unsupported path is recorded, not fatal
             out["grouped_fp8_error"] = f"{type(exc).__name__}: {exc}"[:200]
     for label, fn in paths.items():
@@ -175,34 +121,12 @@ def probe(name: str, e: int, k: int, hidden: int, inter: int, t: int, dev: torch
     return out
 
 
-def _card() -> dict[str, object]:
-    if not torch.cuda.is_available():
-        return {"gpu": "cpu"}
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,power.limit,clocks.max.sm",
-                          "--format=csv,noheader"], capture_output=True, text=True, check=False).stdout.strip()
-    return {"gpu": torch.cuda.get_device_name(), "nvidia_smi": smi}
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes, any device (a code-path check)")
-    args = ap.parse_args()
-    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    shapes, tokens = (SMOKE_SHAPES, SMOKE_TOKENS) if args.smoke else (SHAPES, TOKENS)
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    doc: dict[str, object] = {"probe": "probe_moe_prefill", "date": now, "torch": torch.__version__, **_card(),
-                              "results": []}
-    results: list[dict[str, object]] = doc["results"]  # type: ignore[assignment]
-    for name, (e, k, hidden, inter) in shapes.items():
-        for t in tokens:
-            r = probe(name, e, k, hidden, inter, t, dev, reps=2 if args.smoke else 10)
-            results.append(r)
-            print(json.dumps({key: (round(v, 4) if isinstance(v, float) else v) for key, v in r.items()
-                              if key.endswith(("_of_dense", "_tflops")) or key in ("shape", "tokens")}), flush=True)
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
-        args.out.write_text(json.dumps(doc, indent=1))
+    out, smoke, dev = cli(__doc__.splitlines()[0], "tiny shapes, any device (a code-path check)")
+    shapes, tokens = (SMOKE_SHAPES, SMOKE_TOKENS) if smoke else (SHAPES, TOKENS)
+    reps = 2 if smoke else 10
+    sweep(out, "probe_moe_prefill", shapes, tokens, lambda name, s, t: probe(name, *s, t, dev, reps),
+          ("_of_dense", "_tflops"))
 
 
 if __name__ == "__main__":

@@ -18,28 +18,15 @@ done once per case and not timed. Shapes are one GPU's expert slice, as ``probe_
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import json
-import subprocess
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
+from moe_probe_common import PREFILL_TOKENS, SLICES, cli, fp8_dense_mlp, seconds, sweep
 
-SHAPES = {  # name: (experts E, top-k, hidden H, expert intermediate per GPU N)
-    "qwen3-30b-a3b tp1": (128, 8, 2048, 768),
-    "deepseek-v3 tp8": (256, 8, 7168, 256),
-    "gpt-oss-120b tp8": (128, 4, 2880, 360),
-    "qwen3-235b-a22b tp8": (128, 8, 4096, 192),
-    "qwen3-235b-a22b tp4": (128, 8, 4096, 384),
-    "mixtral-8x7b tp8": (8, 2, 4096, 1792),
-    "mixtral-8x7b tp1": (8, 2, 4096, 14336),
-}
-TOKENS = (512, 2048, 8192, 16384)
+SHAPES = {name: s for name, s in SLICES.items() if name != "gpt-oss-120b tp1"}  # its fp8 blocks do not fit
+TOKENS = PREFILL_TOKENS
 SMOKE_SHAPES = {"tiny": (8, 2, 256, 128)}
 SMOKE_TOKENS = (24,)
 CONFIGS = (  # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages
@@ -147,23 +134,6 @@ def _quant_blocks(x: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tenso
     return q, scale.reshape(*lead, r // rows, c // SCALE_BLOCK).contiguous()
 
 
-def seconds(fn: Callable[[], object], dev: torch.device, reps: int) -> float:
-    """Median seconds per call over 5 samples of ``reps`` calls, after 3 warm-up calls."""
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(5):
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) / reps)
-    return sorted(out)[len(out) // 2]
-
-
 def _fused(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor, topk_w: torch.Tensor,
            cfg: tuple[int, ...], fp8: bool) -> Callable[[], torch.Tensor]:
     """The MoE layer's routed part: gate+up GEMM, SiLU·up, down GEMM × router weight, sum over the top-k."""
@@ -211,22 +181,11 @@ def reference(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_ids: tor
 
 def _dense(rows: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, fp8: bool) -> Callable[[], object]:
     """One expert's weights against all ``T·k`` rows: the same GEMM shapes and FLOPs without the grouping."""
+    if fp8:
+        return fp8_dense_mlp(rows, w1[0].t(), w2[0].t())
     n = w1.shape[1] // 2
-    if not fp8:
-        b1, b2 = w1[0].t(), w2[0].t()
-        return lambda: (torch.nn.functional.silu((g := rows @ b1)[:, :n]) * g[:, n:]) @ b2
-    f8 = torch.float8_e4m3fn
-    a = rows.to(f8)
-    b1, b2 = w1[0].to(f8).t(), w2[0].to(f8).t()  # column-major (K, N) views of the row-major (N, K) weights
-    sa = torch.ones(a.shape[0], 1, device=a.device)
-    s1, s2 = torch.ones(1, b1.shape[1], device=a.device), torch.ones(1, b2.shape[1], device=a.device)
-
-    def run() -> object:
-        g = torch._scaled_mm(a, b1, sa, s1, out_dtype=torch.bfloat16)
-        h = (torch.nn.functional.silu(g[:, :n]) * g[:, n:]).to(f8)
-        return torch._scaled_mm(h, b2, sa, s2, out_dtype=torch.bfloat16)
-
-    return run
+    b1, b2 = w1[0].t(), w2[0].t()
+    return lambda: (torch.nn.functional.silu((g := rows @ b1)[:, :n]) * g[:, n:]) @ b2
 
 
 def probe(name: str, e: int, k: int, hidden: int, inter: int, t: int, dev: torch.device,
@@ -269,36 +228,13 @@ def probe(name: str, e: int, k: int, hidden: int, inter: int, t: int, dev: torch
     return out
 
 
-def _card() -> dict[str, object]:
-    if not torch.cuda.is_available():
-        return {"gpu": "cpu"}
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,power.limit,clocks.max.sm",
-                          "--format=csv,noheader"], capture_output=True, text=True, check=False).stdout.strip()
-    return {"gpu": torch.cuda.get_device_name(), "nvidia_smi": smi}
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes, checked against PyTorch")
-    args = ap.parse_args()
-    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    shapes, tokens = (SMOKE_SHAPES, SMOKE_TOKENS) if args.smoke else ({**SMOKE_SHAPES, **SHAPES}, TOKENS)
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    doc: dict[str, object] = {"probe": "probe_moe_triton", "date": now, "torch": torch.__version__,
-                              "triton": triton.__version__, **_card(), "results": []}
-    results: list[dict[str, object]] = doc["results"]  # type: ignore[assignment]
-    for name, (e, k, hidden, inter) in shapes.items():
-        for t in tokens:
-            r = probe(name, e, k, hidden, inter, t, dev, reps=1 if args.smoke else 10,
-                      bf=torch.float16 if args.smoke else torch.bfloat16)  # the CPU interpreter has no bf16
-            results.append(r)
-            print(json.dumps({key: (round(v, 4) if isinstance(v, float) else v) for key, v in r.items()
-                              if key.endswith(("_of_dense", "_tflops", "_rel_err", "_config", "error"))
-                              or key in ("shape", "tokens")}), flush=True)
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
-        args.out.write_text(json.dumps(doc, indent=1))
+    out, smoke, dev = cli(__doc__.splitlines()[0], "tiny shapes, checked against PyTorch")
+    shapes, tokens = (SMOKE_SHAPES, SMOKE_TOKENS) if smoke else ({**SMOKE_SHAPES, **SHAPES}, TOKENS)
+    reps = 1 if smoke else 10
+    dtype = torch.float16 if smoke else torch.bfloat16  # the CPU interpreter has no bf16
+    sweep(out, "probe_moe_triton", shapes, tokens, lambda name, s, t: probe(name, *s, t, dev, reps, dtype),
+          ("_of_dense", "_tflops", "_rel_err", "_config", "error"), extra={"triton": triton.__version__})
 
 
 if __name__ == "__main__":
