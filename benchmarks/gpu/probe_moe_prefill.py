@@ -3,15 +3,18 @@
 Usage (device): ``python3 benchmarks/gpu/probe_moe_prefill.py --out FILE.json``; ``--smoke`` runs tiny shapes on
 whatever device there is (the CPU included) to check the code paths.
 
-The estimator times a layer's GEMMs as one operator of ``GEMMS_PER_LAYER`` calls at the dense GEMM's efficiency
-(:func:`gpumatch.estimate.roofline.op`). In an MoE layer the expert GEMMs are many small problems: ``T`` prompt
-tokens routed to ``k`` of ``E`` experts give each expert about ``T·k/E`` rows, and at tensor parallelism each GPU
-holds ``1/tp`` of every expert's intermediate width. This probe routes ``T`` tokens uniformly at random and times,
-eagerly (prefill passes are not graphed), on one GPU's slice of several MoE models:
+Until 2026-12-07 the estimator timed a layer's GEMMs as one operator at the dense GEMM's efficiency, the longer of
+compute and weight reads (:func:`gpumatch.estimate.roofline.op`); this probe's data is the basis of the weight stream
+it now adds for the experts (:func:`gpumatch.estimate.roofline._expert_overlap_lost`).
+
+In an MoE layer the expert GEMMs are many small problems: ``T`` prompt tokens routed to ``k`` of ``E`` experts
+give each expert about ``T·k/E`` rows, and at tensor parallelism each GPU holds ``1/tp`` of every expert's
+intermediate width. This probe routes ``T`` tokens uniformly at random and times, eagerly (prefill passes are not
+graphed), on one GPU's slice of several MoE models:
 
 - ``grouped``: ``torch._grouped_mm`` (bf16, CUTLASS) over the rows sorted by expert: gate+up, SiLU·up, down;
 - ``grouped_fp8``: the same with ``torch._scaled_grouped_mm`` (fp8 e4m3, row-wise scales), where the card has it;
-- ``per_expert``: one ``mm`` per touched expert (cuBLAS), the form whose per-call cost the estimator models;
+- ``per_expert``: one ``mm`` per touched expert (cuBLAS), each call a GEMM of its own;
 - ``dense``: one ``mm`` of all ``T·k`` rows against one expert-sized weight of the same shape: the same FLOPs and
   operand shapes without the grouping (``dense_fp8``: with ``torch._scaled_mm``, the base of ``grouped_fp8``);
 - ``permute`` / ``combine``: gathering the rows by expert, and the weighted sum of each token's ``k`` outputs.

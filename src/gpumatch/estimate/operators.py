@@ -4,7 +4,9 @@ The same quantities :func:`gpumatch.estimate.roofline._forward_layer` charges ea
 per GPU (tensor-parallel shard): the layer's GEMMs (weights + activations in and out), the attention core
 (K/V read + Q/O), over the phases a task has (inference: prefill over ``batch × prompt`` tokens, decode of
 ``batch`` tokens at the mean context; training: one forward over ``batch × seq`` tokens, whose backward has the
-same intensity). The elementwise work has no FLOP and is left out of a roofline.
+same intensity). The elementwise work has no FLOP and is left out of a roofline, and so is the time an MoE layer's
+grouped expert GEMMs lose by not overlapping their weight stream with their compute
+(:func:`gpumatch.estimate.roofline._expert_overlap_lost`): it is time, not another operator's FLOP or bytes.
 
 Arithmetic intensity ``I = FLOP / bytes`` (Williams, Waterman & Patterson 2009, "Roofline", CACM 52(4)); the
 attainable rate is ``min(peak · eta_c(FLOP per call), I · bandwidth · eta_m(bytes per call))`` with the
