@@ -125,6 +125,23 @@ def _expert_overlap_lost(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -
     return where(shorter_is_compute, compute, 0.0), where(shorter_is_compute, 0.0, stream)
 
 
+def routed_experts_s(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> Num:
+    """Seconds one MoE layer's routed experts take per GPU in a forward over ``tokens`` tokens, as the layer's
+    operators charge them (:func:`_forward_layer`): the longer of their FLOPs at the GEMM efficiency and the
+    stream of the weights of every expert the tokens touch (each with the fixed cost of :data:`EXPERT_GEMMS`
+    calls), plus the overlap they lose (:func:`_expert_overlap_lost`, the shorter of the two). This is what a
+    fused-MoE kernel microbenchmark times (vLLM's ``benchmarks/kernels/benchmark_moe.py``: both grouped GEMMs, the
+    activation between them and the top-k sum, for ``tokens`` tokens); the published ones are held against it in
+    ``tests/reference/test_moe_kernel_times.py``. 0 for a dense model."""
+    routed = flops.routed_expert_params(m)
+    if routed <= 0.0:
+        return 0.0
+    weights = routed + _expert_weights_beyond_top_k(m, tokens, cal)
+    compute, stream = op(2.0 * tokens * routed / c.tp, weights * c.weight_bytes / c.tp, EXPERT_GEMMS, c, cal)
+    lost_compute, lost_stream = _expert_overlap_lost(m, c, tokens, cal)
+    return vmax(compute, stream) + lost_compute + lost_stream
+
+
 def head_weight_bytes(m: ModelNums, c: Case) -> Num:
     """Bytes of the LM head (``V·h``, tied or not, before TP) at ``c.edge_weight_bytes``: 16-bit in a quantized
     checkpoint (:func:`gpumatch.estimate.precision.edge_precision`)."""
