@@ -11,27 +11,32 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
 
-def _model(dtype: object) -> object:
+def _model(dtype: object, head_dim: int = 16) -> object:
     from gpumatch.bench.llama import build_model
 
     torch.manual_seed(0)
-    model = build_model(tiny_shape(), torch.device("cpu"), dtype)
+    shape = {**tiny_shape(), "head_dim": head_dim, "hidden": 4 * head_dim}
+    model = build_model(shape, torch.device("cpu"), dtype)
     with torch.no_grad():
         for p in model.parameters():  # larger than the 0.02 default, so a wrong layer changes the logits
             p.normal_(0, 0.2)
     return model
 
 
-@pytest.mark.parametrize(("variant", "attention", "dtype", "tol"), [
-    ("fused", "split", "float32", 1e-5),
-    ("fused", "flex", "bfloat16", 1e-2),
-    ("whole", "sdpa", "float32", 1e-5),
+@pytest.mark.parametrize(("variant", "attention", "dtype", "tol", "head_dim"), [
+    ("fused", "split", "float32", 1e-5, 16),
+    # inductor's CPU flex-attention template (torch 2.13) is wrong at head dim 16 on some CPUs (an AMD EPYC without
+    # AVX-512): torch's own compiled flex_attention gave NaN or 0.39 relative error against SDPA there, and exact
+    # results at head dims 32-128; the GPU path is a Triton kernel. So flex is checked at head dim 32, in fp32.
+    ("fused", "flex", "float32", 1e-5, 32),
+    ("whole", "sdpa", "float32", 1e-5, 16),
 ])
-def test_compiled_variant_matches_the_eager_step(variant: str, attention: str, dtype: str, tol: float) -> None:
+def test_compiled_variant_matches_the_eager_step(variant: str, attention: str, dtype: str, tol: float,
+                                                 head_dim: int) -> None:
     from gpumatch.bench.decode import check_compiled, compiled_for
     from gpumatch.bench.llama import set_decode_attention
 
-    model = _model(getattr(torch, dtype))
+    model = _model(getattr(torch, dtype), head_dim)
     set_decode_attention(model, attention)
     got = check_compiled(model, compiled_for(variant), batch=3, context=40, variant=variant)
     assert got["finite"]
