@@ -115,12 +115,11 @@ def _expert_overlap_lost(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -
     time at the same shapes plus the touched weights at 0.88 × 3.35 TB/s within 6 % on average (largest 21 %,
     Qwen3-235B-A22B at TP 8), where the longer of the two alone is 1.05 to 2.2 times short. Nothing for a dense
     model. The FLOPs carry no fixed cost per call here: a few tokens per expert cost their bytes."""
-    routed = flops.routed_expert_params(m)
-    if routed <= 0.0:
+    if flops.routed_expert_params(m) <= 0.0:
         return 0.0, 0.0
-    compute, _ = op(2.0 * tokens * routed / c.tp, 0.0, 0.0, c, cal)
-    weights = routed + _expert_weights_beyond_top_k(m, tokens, cal)
-    _, stream = op(0.0, weights * c.weight_bytes / c.tp, EXPERT_GEMMS, c, cal)
+    flops_, bytes_ = _routed_work(m, c, tokens, cal)
+    compute, _ = op(flops_, 0.0, 0.0, c, cal)
+    _, stream = op(0.0, bytes_, EXPERT_GEMMS, c, cal)
     shorter_is_compute = compute < stream
     return where(shorter_is_compute, compute, 0.0), where(shorter_is_compute, 0.0, stream)
 
@@ -133,13 +132,19 @@ def routed_experts_s(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> Nu
     fused-MoE kernel microbenchmark times (vLLM's ``benchmarks/kernels/benchmark_moe.py``: both grouped GEMMs, the
     activation between them and the top-k sum, for ``tokens`` tokens); the published ones are held against it in
     ``tests/reference/test_moe_kernel_times.py``. 0 for a dense model."""
-    routed = flops.routed_expert_params(m)
-    if routed <= 0.0:
+    if flops.routed_expert_params(m) <= 0.0:
         return 0.0
-    weights = routed + _expert_weights_beyond_top_k(m, tokens, cal)
-    compute, stream = op(2.0 * tokens * routed / c.tp, weights * c.weight_bytes / c.tp, EXPERT_GEMMS, c, cal)
+    compute, stream = op(*_routed_work(m, c, tokens, cal), EXPERT_GEMMS, c, cal)
     lost_compute, lost_stream = _expert_overlap_lost(m, c, tokens, cal)
     return vmax(compute, stream) + lost_compute + lost_stream
+
+
+def _routed_work(m: ModelNums, c: Case, tokens: Num, cal: Calibration) -> tuple[Num, Num]:
+    """(FLOPs, weight bytes) per GPU of one MoE layer's routed experts over ``tokens`` tokens: the routed ``k``
+    experts' GEMMs, and the weights of every expert the tokens touch (:func:`_expert_weights_beyond_top_k`)."""
+    routed = flops.routed_expert_params(m)
+    weights = routed + _expert_weights_beyond_top_k(m, tokens, cal)
+    return 2.0 * tokens * routed / c.tp, weights * c.weight_bytes / c.tp
 
 
 def head_weight_bytes(m: ModelNums, c: Case) -> Num:
