@@ -13,7 +13,7 @@ Fitted fields: the profile's ``host_pass_s`` and ``host_seq_s`` (``estimate/data
 ``t_gpu + host_pass_s + host_seq_s × running sequences`` (docs/estimators.md, "Serving engines at steady state").
 They are the profile's only per-pass terms, so fitted they take every per-pass cost the estimator does not
 model for that server (its kernels as well as its host work); :class:`gpumatch.estimate.calibration.ServingFit`
-carries them, and :func:`gpumatch.estimate.serving.profile_under` applies them to that engine on the card.
+carries them, and :func:`gpumatch.estimate.engine_profiles.profile_under` applies them to that engine on the card.
 
 Fit on the closed-loop levels only: their estimate replays the same finite benchmark pass by pass (the same
 requests, clients and lengths), so predicted and measured are the same quantity. An open-loop estimate is the
@@ -147,7 +147,7 @@ def fit_costs(levels: Sequence[ServeLevel], cal: Calibration, card: str) -> tupl
     (``cal.fitted_on`` must name ``card`` for the costs to apply)."""
     from scipy.optimize import least_squares
 
-    from gpumatch.estimate.serving import engine_profile
+    from gpumatch.estimate.engine_profiles import engine_profile
 
     engine = levels[0].engine
     profile = engine_profile(engine)

@@ -10,8 +10,8 @@ from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import Case, ModelNums, model_nums
 from gpumatch.estimate.engine import INFER_TASKS, TASKS, TRAIN_TASKS, evaluate, memory_items, scaling
 from gpumatch.estimate.options import build_case
+from gpumatch.estimate.passes import PassCost, PassShape
 from gpumatch.estimate.power import DEFAULT_SITE, Site
-from gpumatch.estimate.replay import PassCost, PassShape
 from gpumatch.estimate.request import Request
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
 from gpumatch.estimate.roofline import BOUNDS

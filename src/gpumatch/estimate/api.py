@@ -16,13 +16,14 @@ import numpy as np
 from gpumatch.catalog import GpuSpec, get_gpu
 from gpumatch.catalog.prices import HOURLY_BASES, select_price, unpriced_mark
 from gpumatch.errors import InputError
-from gpumatch.estimate import fitting, replay, served, serving
+from gpumatch.estimate import fitting, served, serving
 from gpumatch.estimate._num import Num
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from gpumatch.estimate.case import Case, model_nums
 from gpumatch.estimate.engine import TRAIN_TASKS, evaluate, replica_case, scaling
 from gpumatch.estimate.intervals import Residuals, estimate_intervals, where_of
 from gpumatch.estimate.options import build_case, kv_precision
+from gpumatch.estimate.passes import PassCost, PassShape
 from gpumatch.estimate.power import DEFAULT_SITE, Site
 from gpumatch.estimate.request import Request
 from gpumatch.estimate.results import Estimate, MemoryEstimate, PriceBasis
@@ -178,10 +179,10 @@ def _serving(arch: ModelArch, spec: GpuSpec, req: Request, case: Case,
 
 
 def pass_costs(model: ModelArch | str, gpu: GpuSpec | str, request: Request,
-               passes: Sequence[replay.PassShape], calibration: Calibration | None = None) -> list[replay.PassCost]:
+               passes: Sequence[PassShape], calibration: Calibration | None = None) -> list[PassCost]:
     """What the serving model predicts for each of ``passes`` (an engine's logged passes: decode rows, their mean
     context, prompt chunks) under ``request``'s engine profile (``--engine``) on one replica, part by part
-    (:class:`gpumatch.estimate.replay.PassCost`): the pass time the replay adds up, held against a measured one
+    (:class:`gpumatch.estimate.passes.PassCost`): the pass time the replay adds up, held against a measured one
     (``benchmarks/serve_passes.py``)."""
     arch, spec = model_arch(model), resolve_gpu(gpu)
     case, _ = build_case(arch, spec, request)

@@ -178,7 +178,7 @@ class Case:
     offload: Num = 0.0
     engine_memory_fraction: Num = float("nan")
     """Task serve: the share of GPU memory the engine takes, as the request set it (NaN: the engine profile's;
-    :func:`gpumatch.estimate.serving.kv_pool`)."""
+    :func:`gpumatch.estimate.engine_profiles.kv_pool`)."""
     prefill_chunk: Num = 8192.0
     in_flight: Num = float("inf")
     weight_bytes: Num = 2.0

@@ -33,6 +33,7 @@ from gpumatch.catalog import GpuSpec
 from gpumatch.catalog.prices import DEFAULT_BASIS, HOURLY_BASES, select_price
 from gpumatch.errors import InputError
 from gpumatch.estimate.case import Case
+from gpumatch.estimate.engine_profiles import engine_profile
 from gpumatch.estimate.precision import (
     LOW_PRECISION_COMPUTE_KEYS,
     activation_precision,
@@ -42,7 +43,6 @@ from gpumatch.estimate.precision import (
     moe_attention_precision,
 )
 from gpumatch.estimate.request import AMP_PRECISIONS, Request, check_against
-from gpumatch.estimate.serving import engine_profile
 from gpumatch.models.arch import ModelArch
 from gpumatch.vocab import ADAPTER_TASKS, FULL_TRAINING_TASKS
 

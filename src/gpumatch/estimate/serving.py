@@ -31,22 +31,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
-from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from gpumatch.errors import InputError
-from gpumatch.estimate import cost, flops, kernels, memory, replay, roofline
+from gpumatch.estimate import cost, flops, memory, replay, roofline
 from gpumatch.estimate.calibration import Calibration
 from gpumatch.estimate.case import Case, ModelNums
-from gpumatch.estimate.engine import memory_items
+from gpumatch.estimate.engine_profiles import (
+    EngineProfile,
+    Tier,
+    kv_per_seq,
+    kv_pool,
+    kv_slots,
+    pass_cost_source,
+    prefill_dispatch_s,
+    profile_under,
+)
+from gpumatch.estimate.passes import PassCost, PassShape, Scheduler, padded_shape, pass_cost, pass_tables
 from gpumatch.estimate.power import Site
-from gpumatch.files import parse_toml, read_text
 from gpumatch.units import GIB
-from gpumatch.vocab import ENGINES
 
 LINEAR_POINTS = 160
 """Grid points of a pass's linear work over its token count (geometric, 1 to :data:`LINEAR_MAX_TOKENS`: 10 % apart,
@@ -70,101 +75,6 @@ TTFT_LEAVES_OUT = ("the client's own network path to the server (the front end's
                    "(docs/estimators.md, 'The front end's cost per request')")
 """What a serving TTFT does not include: the passes (wait, prefill chunks, queueing) plus the profile's front-end
 cost per request are in."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Source(_Strict):
-    url: str = Field(min_length=1)
-    says: str = Field(min_length=1)
-
-
-class Tier(_Strict):
-    """Defaults that depend on the card's memory (and, for vLLM, on the card being an A100)."""
-
-    min_memory_gib: float = Field(ge=0)
-    exclude: tuple[str, ...] = ()
-    token_budget: int = Field(ge=0)
-    max_seqs: int = Field(ge=0)
-
-
-class EngineProfile(_Strict):
-    """One engine's defaults (``data/engines.toml`` explains each field)."""
-
-    description: str
-    schedule: Literal["mixed", "alternate", "static"]
-    memory_fraction: float = Field(gt=0, le=1)
-    memory_fraction_of: Literal["total", "free"]
-    kv_admission: Literal["on-demand", "reserve", "ratio"]
-    host_pass_s: float = Field(ge=0, le=1)
-    host_seq_s: float = Field(ge=0, le=1)
-    kv_dtype: Literal["model", "checkpoint", "activations"]
-    attention: Literal["engine", "sdpa"]
-    prefix_cache: bool
-    padded_decode: bool = False
-    frontend_s: float = Field(default=0.0, ge=0, le=1)
-    prefill_dispatch_s: float | None = Field(default=None, ge=0, le=1e-2)
-    tiers: tuple[Tier, ...] = Field(min_length=1)
-    sources: tuple[Source, ...] = Field(min_length=1)
-
-    def tier(self, gpu_name: str, memory_bytes: float) -> Tier:
-        """The first tier the card's memory reaches whose exclude list does not name the card."""
-        for t in self.tiers:
-            if memory_bytes >= t.min_memory_gib * GIB and not any(x.lower() in gpu_name.lower() for x in t.exclude):
-                return t
-        return self.tiers[-1]
-
-
-class _EngineFile(_Strict):
-    engines: dict[str, EngineProfile]
-
-
-@lru_cache(maxsize=1)
-def engine_profiles() -> dict[str, EngineProfile]:
-    """The built-in engine profiles, validated (one per name of :data:`gpumatch.vocab.ENGINES`)."""
-    path = resources.files("gpumatch.estimate") / "data" / "engines.toml"
-    label = "built-in engine profiles engines.toml"
-    doc = _EngineFile.model_validate(parse_toml(read_text(path, label), label))
-    if set(doc.engines) != set(ENGINES):
-        raise ValueError(f"{label}: engines {sorted(doc.engines)} != vocabulary {sorted(ENGINES)}")
-    return dict(doc.engines)
-
-
-def engine_profile(name: str) -> EngineProfile:
-    if name not in ENGINES:
-        raise InputError(f"unknown engine {name!r}", f"use one of {', '.join(ENGINES)}")
-    return engine_profiles()[name]
-
-
-def profile_under(engine: str, cal: Calibration, gpu_name: str) -> EngineProfile:
-    """The engine's profile, with the per-pass costs of ``cal.serving`` when that calibration fitted them for this
-    engine on this card (catalog name ``gpu_name`` in ``cal.fitted_on``); another card keeps the shipped profile."""
-    profile = engine_profile(engine)
-    fit = cal.serving
-    if fit is None or fit.engine != engine or gpu_name not in cal.fitted_on:
-        return profile
-    return profile.model_copy(update={"host_pass_s": fit.host_pass_s, "host_seq_s": fit.host_seq_s})
-
-
-def prefill_dispatch_s(m: ModelNums, c: Case, profile: EngineProfile) -> float:
-    """CPU seconds the engine takes to dispatch one eager prefill forward (``layers × engine kernels per layer ×
-    prefill_dispatch_s`` of the profile): a prefill pass waits for what of it the GPU work of the pass and of the
-    pass before (behind which it is dispatched) does not cover; 0 where the profile states no dispatch cost of its
-    own (the calibration's eager floor applies as for any pass)."""
-    if profile.prefill_dispatch_s is None:
-        return 0.0
-    return float(m.layers * float(kernels.engine_kernels_per_layer(m, c))) * profile.prefill_dispatch_s
-
-
-def pass_cost_source(engine: str, cal: Calibration, gpu_name: str) -> str:
-    """Where :func:`profile_under`'s per-pass costs come from, in words."""
-    if profile_under(engine, cal, gpu_name) is engine_profile(engine):
-        return f"engine profile {engine} (engines.toml)"
-    fit = cal.serving
-    return f"fitted by the calibration ({fit.source})" if fit is not None and fit.source else (
-        "fitted by the calibration")
 
 
 class NoRoom(Exception):
@@ -271,11 +181,11 @@ class _Costs:
     def decode(self, batch: float) -> float:
         """A decode step of ``batch`` rows at the mean context; for a padded engine, of its graph's shape with the
         longest of ``batch`` requests spread over their outputs at ``prompt + gen · batch / (batch + 1)``
-        (:func:`gpumatch.estimate.replay.padded_shape`)."""
+        (:func:`gpumatch.estimate.passes.padded_shape`)."""
         ctx = flops.decode_context(self.prompt, self.gen)
         if self.profile.padded_decode and batch > 0:
             longest = self.prompt + self.gen * batch / (batch + 1.0) + 1.0
-            rows, ctx = replay.padded_shape(batch, longest, self.decode_slots)
+            rows, ctx = padded_shape(batch, longest, self.decode_slots)
             batch = float(rows)
         c = replace(self.c, seqs_per_replica=max(batch, 1e-9))
         return float(roofline.decode_step(self.m, c, ctx, self.cal)["time_s"])
@@ -328,45 +238,6 @@ class _Costs:
         extra = self._linear(base + size) - self._linear(base)
         return max(extra, 0.0) * t / size + prompts * self.attention(self.computed)
 
-
-def kv_pool(m: ModelNums, c: Case, cal: Calibration, profile: EngineProfile, budget: float) -> float:
-    """KV bytes per GPU the engine keeps: its memory share minus weights, the activations of a ``budget``-token
-    pass and the runtime overhead (``memory_fraction_of = "total"``), or its share of what those leave
-    (``"free"``). The share is the profile's ``memory_fraction`` unless the request set its own
-    (``c.engine_memory_fraction``: vLLM's ``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static``,
-    TensorRT-LLM's ``free_gpu_memory_fraction``)."""
-    items = _memory_items(m, replace(c, seqs_per_replica=1.0, prefill_chunk=max(budget, 1.0)), cal)
-    used = items["weights_bytes"] + items["activations_bytes"] + items["overhead_bytes"]
-    cap = float(c.capacity_bytes)
-    asked = float(c.engine_memory_fraction)
-    share = asked if math.isfinite(asked) else profile.memory_fraction
-    if profile.memory_fraction_of == "total":
-        return max(share * cap - used, 0.0)
-    return max(share * (cap - used), 0.0)
-
-
-def _memory_items(m: ModelNums, c: Case, cal: Calibration) -> dict[str, float]:
-    return {k: float(v) for k, v in memory_items("serve", m, c, cal).items()}
-
-
-def kv_per_seq(m: ModelNums, c: Case, profile: EngineProfile, prompt: float, gen: float) -> float:
-    """KV bytes per GPU of one admitted sequence: at prompt + output tokens (``reserve``), at the mean a running
-    sequence holds, prompt + half its output (``on-demand``), or that plus the share of its output left that SGLang
-    keeps reserved once its ratio has settled (``ratio``: :data:`gpumatch.estimate.replay.RATIO_MIN` of half the
-    output, clipped as SGLang clips it), block-rounded."""
-    if profile.kv_admission == "reserve":
-        tokens = prompt + gen
-    elif profile.kv_admission == "ratio":
-        tokens = prompt + gen / 2.0 + replay.RATIO_MIN * min(gen / 2.0, replay.CLIP_NEW_TOKENS)
-    else:
-        tokens = prompt + gen / 2.0
-    return float(memory.kv_cache_bytes(m, replace(c, seqs_per_replica=1.0), tokens))
-
-
-def kv_slots(m: ModelNums, c: Case, profile: EngineProfile, pool: float, prompt: float, gen: float) -> float:
-    """Sequences the KV pool holds (:func:`kv_per_seq` each)."""
-    per_seq = kv_per_seq(m, c, profile, prompt, gen)
-    return pool / per_seq if per_seq > 0 else math.inf
 
 
 def _pass_equations(
@@ -535,7 +406,7 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
     # 2026-12-07) it came to a few hundred bytes for a fully windowed model and made the pool look unlimited
     longest_tokens = float(c.prompt) + float(c.gen)
     per_token = float(memory.kv_cache_bytes(m, replace(c, seqs_per_replica=1.0), longest_tokens)) / longest_tokens
-    sched = replay.Scheduler(
+    sched = Scheduler(
         schedule=profile.schedule, token_budget=float(tier.token_budget),
         max_seqs=float(tier.max_seqs) if tier.max_seqs else math.inf,
         kv_tokens=math.floor(sv.kv_pool_bytes / per_token) if per_token > 0 else math.inf,
@@ -545,8 +416,8 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
         decode_slots=math.floor(min(sv.kv_slots, sv.max_seqs or math.inf)))
     rows, longest = replay.table_batches(clients, sched, prompt, bench), prompt + float(c.gen) + 1.0
     if profile.padded_decode:
-        rows, longest = replay.padded_shape(rows, longest, sched.decode_slots)
-    k = replay.costs(m, c, cal, rows, longest, min(sched.token_budget, clients * max(prompt, 1.0)),
+        rows, longest = padded_shape(rows, longest, sched.decode_slots)
+    k = pass_tables(m, c, cal, rows, longest, min(sched.token_budget, clients * max(prompt, 1.0)),
                      prefill_dispatch_s(m, c, profile))
     try:
         r = replay.run(k, sched, clients, bench, prompt, float(c.gen))
@@ -560,22 +431,22 @@ def replayed(sv: Serving, m: ModelNums, c: Case, cal: Calibration, tier: Tier, p
 
 
 def pass_costs(m: ModelNums, c: Case, cal: Calibration, engine: str, gpu_name: str,
-               passes: list[replay.PassShape]) -> list[replay.PassCost]:
+               passes: list[PassShape]) -> list[PassCost]:
     """The predicted cost of each of ``passes`` on one replica ``c`` of ``engine``: the replay's pass time
-    (:func:`gpumatch.estimate.replay.pass_cost`) with the engine profile's host costs, for holding an engine's
+    (:func:`gpumatch.estimate.passes.pass_cost`) with the engine profile's host costs, for holding an engine's
     logged passes against the model part by part. Each pass is costed at the shape given: for a padded engine
-    (``padded_decode``) give the shape it ran (:func:`gpumatch.estimate.replay.padded_shape`)."""
+    (``padded_decode``) give the shape it ran (:func:`gpumatch.estimate.passes.padded_shape`)."""
     if not passes:
         return []
     profile = profile_under(engine, cal, gpu_name)
-    sched = replay.Scheduler(schedule=profile.schedule, token_budget=math.inf, max_seqs=math.inf,
+    sched = Scheduler(schedule=profile.schedule, token_budget=math.inf, max_seqs=math.inf,
                              kv_tokens=math.inf, reserve=profile.kv_admission == "reserve",
                              host_pass_s=profile.host_pass_s, host_seq_s=profile.host_seq_s)
     batch = max(max(p.decode_rows for p in passes), 1)
     context = max(max(p.context for p in passes), max((s + t for p in passes for s, t in p.chunks), default=1.0))
     tokens = max(sum(t for _, t in p.chunks) for p in passes)
-    k = replay.costs(m, c, cal, batch, context + 1.0, max(tokens, 1.0), prefill_dispatch_s(m, c, profile))
-    return [replay.pass_cost(k, sched, p.decode_rows, p.context, list(p.chunks)) for p in passes]
+    k = pass_tables(m, c, cal, batch, context + 1.0, max(tokens, 1.0), prefill_dispatch_s(m, c, profile))
+    return [pass_cost(k, sched, p.decode_rows, p.context, list(p.chunks)) for p in passes]
 
 
 def _goodput(k: _Costs, budget: float, sat_lam: float, targets: tuple[float | None, float | None],

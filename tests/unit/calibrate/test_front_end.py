@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpumatch.calibrate.front_end import front_end_costs
-from gpumatch.estimate.serving import engine_profiles
+from gpumatch.estimate.engine_profiles import engine_profiles
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "published"

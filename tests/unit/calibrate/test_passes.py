@@ -14,9 +14,9 @@ from gpumatch.estimate import PassShape, Request, pass_costs
 from gpumatch.estimate.api import model_arch, resolve_gpu
 from gpumatch.estimate.calibration import DEFAULT_CALIBRATION
 from gpumatch.estimate.case import model_nums
+from gpumatch.estimate.engine_profiles import engine_profile
 from gpumatch.estimate.options import build_case
 from gpumatch.estimate.roofline import decode_step
-from gpumatch.estimate.serving import engine_profile
 
 REQ = Request(task="serve", engine="gpumatch", prompt=768, gen=384)
 

@@ -15,7 +15,7 @@ from gpumatch.cli.app import main
 from gpumatch.errors import InputError
 from gpumatch.estimate import Calibration, Request, estimate
 from gpumatch.estimate.calibration import ServingFit
-from gpumatch.estimate.serving import engine_profiles
+from gpumatch.estimate.engine_profiles import engine_profiles
 from gpumatch.loadgen.predict import PredictionSetup, predict_level
 from gpumatch.loadgen.runner import Level
 

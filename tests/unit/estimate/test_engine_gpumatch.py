@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from gpumatch.cli.app import app
 from gpumatch.estimate import Request, estimate
-from gpumatch.estimate.serving import engine_profile
+from gpumatch.estimate.engine_profiles import engine_profile
 from gpumatch.lab.serve import ServeOptions
 
 SERVE = {"task": "serve", "prompt": 1024, "gen": 256}

@@ -13,14 +13,15 @@ from typer.testing import CliRunner
 from gpumatch.cli.app import app, main
 from gpumatch.errors import InputError
 from gpumatch.estimate import Request, estimate
-from gpumatch.estimate.replay import Benchmark, Scheduler, Stalled, _Costs, _Loop, request_lengths, run
+from gpumatch.estimate.passes import PassTables, Scheduler
+from gpumatch.estimate.replay import Benchmark, Stalled, _Loop, request_lengths, run
 
 D, A, F = 0.010, 1e-5, 0.004
 """Synthetic costs: a decode step of any batch takes D s, a prompt token A s, a pass without decodes F s."""
 
 
-def flat_costs(max_batch: int = 256) -> _Costs:
-    return _Costs(decode_table=np.full((max_batch, 2), D), contexts=np.array([0.0, 1e7]),
+def flat_costs(max_batch: int = 256) -> PassTables:
+    return PassTables(decode_table=np.full((max_batch, 2), D), contexts=np.array([0.0, 1e7]),
                   prefill_x=np.array([0.0, 1e7]), attention_s=np.array([0.0, 0.0]),
                   linear_x=np.array([1.0, 1e7 + 1.0]), linear_s=np.array([0.0, 1e7 * A]), prefill_fixed_s=F,
                   micro_batches=lambda seqs: 1.0)

@@ -1,4 +1,4 @@
-"""The `gpumatch` profile's padded decode (engines.toml padded_decode; estimate.replay.padded_shape): gpumatch serve
+"""The `gpumatch` profile's padded decode (engines.toml padded_decode; estimate.passes.padded_shape): gpumatch serve
 runs its decode rows as a CUDA graph of a padded shape, and the estimate costs that shape (the runner's own rule
 is pinned against it in tests/unit/bench/server/test_runner.py)."""
 
@@ -9,8 +9,16 @@ import math
 import pytest
 
 from gpumatch.estimate import Request, estimate
-from gpumatch.estimate.replay import Scheduler, batch_bucket, context_bucket, costs, padded_shape, pass_cost
-from gpumatch.estimate.serving import engine_profile
+from gpumatch.estimate.engine_profiles import engine_profile
+from gpumatch.estimate.passes import (
+    PassTables,
+    Scheduler,
+    batch_bucket,
+    context_bucket,
+    padded_shape,
+    pass_cost,
+    pass_tables,
+)
 
 
 def test_buckets() -> None:
@@ -36,7 +44,7 @@ def test_a_padded_pass_costs_the_unpadded_pass_of_its_graph_shape() -> None:
 
     arch = model_arch("llama-3.1-8b")
     case, _ = build_case(arch, resolve_gpu("h100-sxm"), Request(task="serve", engine="gpumatch"))
-    k = costs(model_nums(arch), case, DEFAULT_CALIBRATION, 64, 2048.0, 8192.0)
+    k = pass_tables(model_nums(arch), case, DEFAULT_CALIBRATION, 64, 2048.0, 8192.0)
     plain = Scheduler("mixed", 8192, math.inf, math.inf, True, 0.0, 0.0)
     padded = Scheduler("mixed", 8192, math.inf, math.inf, True, 0.0, 0.0, padded_decode=True, decode_slots=64)
     got = pass_cost(k, padded, 48, 1000.0, [], longest=1152.0)
@@ -50,15 +58,15 @@ def test_serve_estimates_of_the_gpumatch_profile_pay_the_padding(monkeypatch: py
     """At 48 clients of 1024/512 the running batch pads to 64 rows reading 1536 keys: the steady state's TPOT is
     higher than the same profile's without padding by about the decode steps' difference (about 1.9 ms on an H100
     SXM: 64 rows x 1536 keys against 48 x ~1280), and so is the replay's."""
-    from gpumatch.estimate import serving
+    from gpumatch.estimate import engine_profiles
 
     def tpot(num_prompts: int) -> float:
         req = Request(task="serve", engine="gpumatch", prompt=1024, gen=512, concurrency=48, num_prompts=num_prompts)
         return float(estimate("llama-3.1-8b", "h100-sxm", req).metrics["tpot_s"])
 
     padded = tpot(0), tpot(96)
-    real = serving.engine_profile
-    monkeypatch.setattr(serving, "engine_profile",
+    real = engine_profiles.engine_profile
+    monkeypatch.setattr(engine_profiles, "engine_profile",
                         lambda name: real(name).model_copy(update={"padded_decode": False}))
     plain = tpot(0), tpot(96)
     assert all(1.2e-3 < p - q < 2.6e-3 for p, q in zip(padded, plain, strict=True)), (padded, plain)
@@ -70,11 +78,11 @@ def test_the_replay_pays_each_passs_context_bucket_as_the_longest_request_crosse
     decode passes is split where the longest request crosses a bucket), so TPOT is their mean."""
     import numpy as np
 
-    from gpumatch.estimate.replay import Benchmark, _Costs, run
+    from gpumatch.estimate.replay import Benchmark, run
 
     d0, slope = 0.005, 1e-6
     contexts = np.array([0.0, 4096.0])
-    k = _Costs(decode_table=np.tile(d0 + slope * contexts, (4, 1)), contexts=contexts,
+    k = PassTables(decode_table=np.tile(d0 + slope * contexts, (4, 1)), contexts=contexts,
                prefill_x=np.array([0.0, 1e7]), attention_s=np.array([0.0, 0.0]), linear_x=np.array([1.0, 1e7]),
                linear_s=np.array([0.0, 0.0]), prefill_fixed_s=0.004, micro_batches=lambda seqs: 1.0)
     padded = Scheduler("mixed", 8192, math.inf, 1e9, True, 0.0, 0.0, padded_decode=True, decode_slots=64)

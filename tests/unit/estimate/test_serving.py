@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from gpumatch.cli.app import app, main
 from gpumatch.errors import InputError
-from gpumatch.estimate import Request, estimate, serving
-from gpumatch.estimate.serving import engine_profiles
+from gpumatch.estimate import Request, estimate
+from gpumatch.estimate import engine_profiles as profiles_module
+from gpumatch.estimate.engine_profiles import engine_profiles, prefill_dispatch_s
 from gpumatch.vocab import ENGINES
 
 SERVE = {"task": "serve", "prompt": 1024, "gen": 512}
@@ -308,7 +309,7 @@ def test_the_front_end_cost_adds_to_ttft_and_latency_only(monkeypatch: pytest.Mo
     req = Request(engine="vllm", num_prompts=num_prompts, **SERVE, concurrency=1)
     with_front = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
     bare = {**engine_profiles(), "vllm": engine_profiles()["vllm"].model_copy(update={"frontend_s": 0.0})}
-    monkeypatch.setattr(serving, "engine_profiles", lambda: bare)
+    monkeypatch.setattr(profiles_module, "engine_profiles", lambda: bare)
     without = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
     front = engine_profiles()["vllm"].frontend_s
     assert front == pytest.approx(0.010)
@@ -319,7 +320,8 @@ def test_the_front_end_cost_adds_to_ttft_and_latency_only(monkeypatch: pytest.Mo
 
 def test_the_engine_memory_fraction_sizes_the_kv_pool() -> None:
     """vLLM's --gpu-memory-utilization (the engine's share of the card) sets the KV pool: weights, activations
-    and overhead come off it (serving.kv_pool), so a quarter of an 80 GB card leaves a 7B model a small pool."""
+    and overhead come off it (engine_profiles.kv_pool), so a quarter of an 80 GB card leaves a 7B model a small
+    pool."""
     def pool(frac: float | None) -> float:
         est = estimate("qwen2.5-7b", "A100 SXM4 80GB",
                        Request(**SERVE, concurrency=64, num_prompts=0, memory_fraction=frac), with_scaling=False)
@@ -394,28 +396,28 @@ def test_sglang_pays_its_eager_prefill_dispatch(monkeypatch: pytest.MonkeyPatch)
     sglang = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
     assert sglang.metrics["ttft_s"] >= floor + profile.frontend_s
     bare = {**engine_profiles(), "sglang": profile.model_copy(update={"prefill_dispatch_s": None})}
-    monkeypatch.setattr(serving, "engine_profiles", lambda: bare)
+    monkeypatch.setattr(profiles_module, "engine_profiles", lambda: bare)
     without = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
     assert without.metrics["ttft_s"] < floor
     assert without.metrics["tpot_s"] == pytest.approx(sglang.metrics["tpot_s"], rel=0.05)  # decode runs in a graph
 
 
 def test_an_eager_prefill_pass_waits_for_what_the_pass_before_does_not_hide() -> None:
-    """replay.pass_cost: a pass with a prompt chunk and an engine dispatch D pays max(0, D - its GPU work - the GPU
+    """passes.pass_cost: a pass with a prompt chunk and an engine dispatch D pays max(0, D - its GPU work - the GPU
     time of the pass before); on an idle engine (nothing before) all that exceeds its own GPU work, behind a long
     enough pass nothing; a decode-only pass never."""
     from gpumatch.estimate.api import model_arch, resolve_gpu
     from gpumatch.estimate.calibration import DEFAULT_CALIBRATION
     from gpumatch.estimate.case import model_nums
     from gpumatch.estimate.options import build_case
-    from gpumatch.estimate.replay import Scheduler, costs, pass_cost
+    from gpumatch.estimate.passes import Scheduler, pass_cost, pass_tables
 
     arch = model_arch("llama-3.1-8b")
     case, _ = build_case(arch, resolve_gpu("h100-sxm"), Request(task="serve", engine="sglang"))
     m = model_nums(arch)
-    dispatch = serving.prefill_dispatch_s(m, case, engine_profiles()["sglang"])
+    dispatch = prefill_dispatch_s(m, case, engine_profiles()["sglang"])
     assert dispatch == pytest.approx(32 * 13 * 70e-6)
-    k = costs(m, case, DEFAULT_CALIBRATION, 16, 2048.0, 8192.0, dispatch)
+    k = pass_tables(m, case, DEFAULT_CALIBRATION, 16, 2048.0, 8192.0, dispatch)
     s = Scheduler("alternate", 8192, math.inf, math.inf, False, 0.0, 0.0)
     idle = pass_cost(k, s, 0, 0.0, [(0.0, 16.0)], hidden_s=0.0)
     gpu = idle.decode_s + idle.linear_s + idle.attention_s
@@ -424,7 +426,7 @@ def test_an_eager_prefill_pass_waits_for_what_the_pass_before_does_not_hide() ->
     assert pass_cost(k, s, 0, 0.0, [(0.0, 16.0)], hidden_s=dispatch).dispatch_s == 0.0
     assert pass_cost(k, s, 8, 500.0, [], hidden_s=0.0).dispatch_s == 0.0
     assert engine_profiles()["vllm"].prefill_dispatch_s is None
-    assert serving.prefill_dispatch_s(m, case, engine_profiles()["vllm"]) == 0.0
+    assert prefill_dispatch_s(m, case, engine_profiles()["vllm"]) == 0.0
 
 
 def test_the_front_end_leaves_the_engines_saturated_rate_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -434,7 +436,7 @@ def test_the_front_end_leaves_the_engines_saturated_rate_alone(monkeypatch: pyte
     req = Request(engine="vllm", task="serve", prompt=32, gen=8, request_rate=50.0)
     with_front = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
     bare = {**engine_profiles(), "vllm": engine_profiles()["vllm"].model_copy(update={"frontend_s": 0.0})}
-    monkeypatch.setattr(serving, "engine_profiles", lambda: bare)
+    monkeypatch.setattr(profiles_module, "engine_profiles", lambda: bare)
     without = estimate("llama-3.1-8b", "H100 SXM", req, with_scaling=False)
     assert with_front.serving is not None and without.serving is not None
     assert with_front.serving["saturated_requests_per_s"] == pytest.approx(

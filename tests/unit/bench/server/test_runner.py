@@ -118,10 +118,10 @@ def test_graph_replay_path_gives_the_eager_tokens() -> None:
 
 
 def test_the_estimators_padded_shape_is_the_runners() -> None:
-    """estimate.replay.batch_bucket / context_bucket (the `gpumatch` profile's padded_decode) give the buckets the
+    """estimate.passes.batch_bucket / context_bucket (the `gpumatch` profile's padded_decode) give the buckets the
     runner picks, for every batch up to the slot count and every context up to --max-model-len 2048 and 4096
     (steps of 512; a longer max_len steps by max_len / 8, which the estimator does not know)."""
-    from gpumatch.estimate.replay import batch_bucket, context_bucket
+    from gpumatch.estimate.passes import batch_bucket, context_bucket
 
     for slots in (64, 217, 256):
         table = buckets(slots)
