@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,16 @@ MAX_NUM_PROMPTS = 100_000
 open-loop run (MLPerf's tens of thousands of queries) is predicted at the long-run steady state."""
 
 
-def predict(r: dict[str, Any], hit_ratio: float = 0.0) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "gpumatch", "estimate", "--model", r["model"], "--gpu", r["gpu"], "--count",
+def _cli(args: list[str]) -> str:
+    """``python -m gpumatch ARGS`` in a fresh process (as a user runs it); its standard output."""
+    return subprocess.run([sys.executable, "-m", "gpumatch", *args], capture_output=True, text=True, check=True,
+                          cwd=ROOT).stdout
+
+
+def predict(r: dict[str, Any], hit_ratio: float = 0.0, cli: Callable[[list[str]], str] = _cli) -> dict[str, Any]:
+    """Row ``r``'s prediction as ``gpumatch estimate --task serve ... --format json`` gives it (module docstring);
+    ``cli`` runs the command line (default: a fresh process)."""
+    cmd = ["estimate", "--model", r["model"], "--gpu", r["gpu"], "--count",
            str(r["tp"]), "--tp", str(r["tp"]), "--precision", r["precision"], "--task", "serve", "--engine",
            r["engine"], "--prompt", str(r["prompt"]), "--gen", str(r["gen"]), "--format", "json"]
     rate = str(r.get("request_rate", "inf"))
@@ -46,8 +55,7 @@ def predict(r: dict[str, Any], hit_ratio: float = 0.0) -> dict[str, Any]:
         cmd += ["--kv-precision", str(kv)]
     if hit_ratio > 0:
         cmd += ["--prefix-hit-ratio", str(hit_ratio)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    d = json.loads(out)
+    d = json.loads(cli(cmd))
     return {"id": r["id"], "model": r["model"], "gpu": d["gpu"], "tp": r["tp"], "precision": r["precision"],
             "kv_precision": kv, "engine": r["engine"], "concurrency": r["concurrency"], "prompt": r["prompt"],
             "gen": r["gen"], "num_prompts": r.get("num_prompts"), "length_low": r.get("length_low"),
