@@ -86,8 +86,8 @@ class PassTables:
     prefill_fixed_s: float
     micro_batches: Callable[[float], float]
     prefill_dispatch_s: float = 0.0
-    """CPU seconds the engine takes to dispatch one eager prefill forward (:func:`gpumatch.estimate.serving
-    .prefill_dispatch_s`; 0: none beyond the tables' own eager floor)."""
+    """CPU seconds the engine takes to dispatch one eager prefill forward (:func:`gpumatch.estimate
+    .engine_profiles.prefill_dispatch_s`; 0: none beyond the tables' own eager floor)."""
 
     def decode(self, batch: int, context: float) -> float:
         """One decode step of ``batch`` requests at a mean ``context`` (linear in context between points)."""
@@ -112,7 +112,7 @@ class PassTables:
 
 
 def pass_tables(m: ModelNums, c: Case, cal: Calibration, max_batch: int, max_context: float,
-          max_pass_tokens: float, prefill_dispatch_s: float = 0.0) -> PassTables:
+                max_pass_tokens: float, prefill_dispatch_s: float = 0.0) -> PassTables:
     """The cost tables of replica ``c`` for decode batches up to ``max_batch``, contexts up to ``max_context``
     tokens and passes of up to ``max_pass_tokens`` tokens (one vectorized evaluation each), with the engine's
     ``prefill_dispatch_s``."""
