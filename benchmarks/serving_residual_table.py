@@ -24,7 +24,7 @@ OUT = ROOT / "src" / "gpumatch" / "estimate" / "data" / "serving_residuals.json"
 BATCHES = ("2026-12-06", "2026-12-07", "2026-12-07b", "2026-12-07c", "2026-12-07d", "2026-12-07e", "2026-12-07f",
            "2026-12-07g", "2026-12-07h", "2026-12-07i", "2026-12-07j",
            "2026-12-07k", "2026-12-07l",
-           "2026-12-07m", "2026-12-07n", "2026-12-07o")
+           "2026-12-07m", "2026-12-07n", "2026-12-07o", "2026-12-08b")
 """The blind batches collected with their client settings (docs/estimators.md, 'Fourth batch' onward)."""
 
 

@@ -29,11 +29,11 @@ DATA = ROOT / "tests" / "data" / "published"
 BATCHES = ("2026-12-06", "2026-12-07", "2026-12-07b", "2026-12-07c", "2026-12-07d", "2026-12-07e", "2026-12-07f",
            "2026-12-07g", "2026-12-07h", "2026-12-07i", "2026-12-07j",
            "2026-12-07k", "2026-12-07l",
-           "2026-12-07m", "2026-12-07n", "2026-12-07o")
+           "2026-12-07m", "2026-12-07n", "2026-12-07o", "2026-12-08b")
 """Batches in the order they were collected; each must bring back no row id or source of an earlier one."""
 MIN_ROWS = {"2026-12-07d": 4, "2026-12-07f": 52, "2026-12-07g": 53, "2026-12-07h": 31, "2026-12-07i": 2,
             "2026-12-07j": 61, "2026-12-07k": 8, "2026-12-07l": 15,
-            "2026-12-07m": 12, "2026-12-07n": 25, "2026-12-07o": 2}
+            "2026-12-07m": 12, "2026-12-07n": 25, "2026-12-07o": 2, "2026-12-08b": 1}
 """Rows a batch holds at least: 60, except the second half of the seventh batch (two PR threads, 4 rows) and the
 tenth (two sources, 52 rows)."""
 OLDER = (("engine-rows-2026-12-04.toml", "engine-rows-2026-12-04b.toml", "engine-rows-2026-12-04c.toml"),
