@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 ROW = {"id": "r", "model": "llama-3.1-8b", "gpu": "H100 SXM5 80GB", "tp": 2, "precision": "fp8", "engine": "vllm",
        "concurrency": 16, "prompt": 1024, "gen": 128, "num_prompts": 160, "length_low": 0.8, "kv_precision": "fp8",
