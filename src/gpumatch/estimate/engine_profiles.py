@@ -145,7 +145,7 @@ def _memory_items(m: ModelNums, c: Case, cal: Calibration) -> dict[str, float]:
 def kv_per_seq(m: ModelNums, c: Case, profile: EngineProfile, prompt: float, gen: float) -> float:
     """KV bytes per GPU of one admitted sequence: at prompt + output tokens (``reserve``), at the mean a running
     sequence holds, prompt + half its output (``on-demand``), or that plus the share of its output left that SGLang
-    keeps reserved once its ratio has settled (``ratio``: :data:`gpumatch.estimate.RATIO_MIN` of half the
+    keeps reserved once its ratio has settled (``ratio``: :data:`gpumatch.estimate.replay.RATIO_MIN` of half the
     output, clipped as SGLang clips it), block-rounded."""
     if profile.kv_admission == "reserve":
         tokens = prompt + gen
