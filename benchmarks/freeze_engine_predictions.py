@@ -63,21 +63,31 @@ def predict(r: dict[str, Any], hit_ratio: float = 0.0, cli: Callable[[list[str]]
             "output_tokens_per_s": d["output_tokens_per_s"], "serving": d["serving"], "warnings": d["warnings"]}
 
 
-def main() -> None:
-    rows_path, out_path = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+def load_rows(rows_path: Path) -> list[tuple[dict[str, Any], float]]:
+    """(settings, prefix-cache hit ratio) of every row of a settings file (the optional ``[prefix_cache.hit_ratio]``
+    table; 0 for a row it does not name). ValueError when that table names a row the file does not hold."""
     spec = tomllib.loads(rows_path.read_text())
     rows = [dict(zip(spec["columns"], raw, strict=True)) for raw in spec["rows"]]
     hits: dict[str, float] = spec.get("prefix_cache", {}).get("hit_ratio", {})
     unknown = set(hits) - {r["id"] for r in rows}
     if unknown:
-        raise SystemExit(f"[prefix_cache.hit_ratio] names rows that do not exist: {sorted(unknown)}")
+        raise ValueError(f"[prefix_cache.hit_ratio] names rows that do not exist: {sorted(unknown)}")
+    return [(r, float(hits.get(r["id"], 0.0))) for r in rows]
+
+
+def main() -> None:
+    rows_path, out_path = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    try:
+        rows = load_rows(rows_path)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
                             cwd=ROOT).stdout.strip()
     doc = {"frozen_at_commit": commit,
            "rule": "predicted with `gpumatch estimate --task serve` at the commit named, before the published values "
                    "were transcribed next to them; the comparison reads these numbers, never recomputes them",
            "rows_from": str(rows_path.relative_to(ROOT)),
-           "rows": [predict(r, float(hits.get(r["id"], 0.0))) for r in rows]}
+           "rows": [predict(r, hit) for r, hit in rows]}
     out_path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{len(rows)} predictions frozen at {commit} -> {out_path}", file=sys.stderr)
 

@@ -19,13 +19,13 @@ import json
 import math
 import statistics
 import tempfile
-import tomllib
 from collections.abc import Iterable
 from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
-from freeze_engine_predictions import predict
+from freeze_engine_predictions import load_rows, predict
+from published_table import _mean_abs, _within
 from serving_residual_table import BATCHES, DATA
 
 from gpumatch.calibrate.published import EngineCase, load_engine_cases
@@ -47,23 +47,17 @@ def _predict(job: tuple[dict[str, Any], float]) -> dict[str, Any]:
     return predict(job[0], job[1], cli=_in_process)
 
 
-def settings() -> dict[str, dict[str, dict[str, Any]]]:
-    """Batch -> row id -> its settings (with ``hit``: the prefix-cache hit ratio it is predicted with)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for date in BATCHES:
-        spec = tomllib.loads((DATA / f"engine-rows-{date}.toml").read_text())
-        hits = spec.get("prefix_cache", {}).get("hit_ratio", {})
-        out[date] = {r[0]: {**dict(zip(spec["columns"], r, strict=True)), "hit": float(hits.get(r[0], 0.0))}
-                     for r in spec["rows"]}
-    return out
+def settings() -> dict[str, list[tuple[dict[str, Any], float]]]:
+    """Batch -> its rows (settings, prefix-cache hit ratio), as the freeze reads them."""
+    return {date: load_rows(DATA / f"engine-rows-{date}.toml") for date in BATCHES}
 
 
-def cases_now(by_batch: dict[str, dict[str, dict[str, Any]]], jobs: int, scratch: Path) -> list[EngineCase]:
+def cases_now(by_batch: dict[str, list[tuple[dict[str, Any], float]]], jobs: int, scratch: Path) -> list[EngineCase]:
     """Every published row with today's prediction beside it, compared as the batch pages compare them
     (:func:`gpumatch.calibrate.published.load_engine_cases` over the predictions written to ``scratch``)."""
-    order = [(date, r) for date, rs in by_batch.items() for r in rs.values()]
+    order = [(date, row) for date, rows in by_batch.items() for row in rows]
     with Pool(jobs) as pool:
-        predicted = pool.map(_predict, [(r, r["hit"]) for _, r in order], chunksize=8)
+        predicted = pool.map(_predict, [row for _, row in order], chunksize=8)
     out: list[EngineCase] = []
     for date in by_batch:
         path = scratch / f"now-{date}.json"
@@ -80,11 +74,10 @@ def regime(r: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def _stats(errors: Iterable[float], within: float) -> str:
+    """Mean absolute error, signed median and share within ``within`` of the finite errors."""
     e = [x for x in errors if math.isfinite(x)]
-    if not e:
-        return "– | – | –"
-    return (f"{100 * statistics.fmean(abs(x) for x in e):.0f}% | {100 * statistics.median(e):+.0f}% | "
-            f"{sum(abs(x) <= within for x in e)}/{len(e)}")
+    median = f"{100 * statistics.median(e):+.0f}%" if e else "–"
+    return f"{_mean_abs(e)} | {median} | {_within(e, within)}"
 
 
 def table(by_id: dict[str, dict[str, Any]], cases: list[EngineCase]) -> str:
@@ -106,7 +99,7 @@ def main() -> None:
     by_batch = settings()
     with tempfile.TemporaryDirectory() as scratch:
         cases = cases_now(by_batch, args.jobs, Path(scratch))
-    print(table({k: v for rs in by_batch.values() for k, v in rs.items()}, cases))
+    print(table({r["id"]: r for rows in by_batch.values() for r, _ in rows}, cases))
 
 
 if __name__ == "__main__":
